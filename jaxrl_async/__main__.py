@@ -1,0 +1,3 @@
+from jaxrl_async.cli import main
+
+raise SystemExit(main())

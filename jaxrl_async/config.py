@@ -1,0 +1,209 @@
+"""Typed, frozen run configuration: YAML files, dotted overrides, validation.
+
+A run config has four sections (`env`, `agent`, `pipeline`, `train`). YAML and
+overrides are merged onto the dataclass schema by OmegaConf, which rejects
+unknown keys and values of the wrong type; range checks live in each section's
+`__post_init__`. Every failure is a `ConfigError` with a one-line message that
+names the offending key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from jaxrl_async.agents import AGENT_CONFIGS
+from jaxrl_async.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+_OVERRIDE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+=")
+
+
+def require(ok: bool, key: str, value: Any, requirement: str) -> None:
+    """Raise a one-line ConfigError unless `ok`."""
+    if not ok:
+        raise ConfigError(f"{key} must be {requirement}, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    name: str = "CartPole-v1"
+    num_envs: int = 4
+    normalize_obs: bool = False
+
+    def __post_init__(self):
+        require(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    rollout_len: int = 128
+    # lax.scan unroll of the rollout: fewer loop iterations on CPU, longer compile.
+    unroll: int = 1
+
+    def __post_init__(self):
+        require(self.rollout_len >= 1, "pipeline.rollout_len", self.rollout_len, ">= 1")
+        require(self.unroll >= 1, "pipeline.unroll", self.unroll, ">= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    total_steps: int = 500_000
+    seed: int = 0
+    num_seeds: int = 1
+    # Env steps between host calls (log points); rounded so the chunks tile the run.
+    log_every: int = 32_768
+    progress: bool = True
+    compile_cache: bool = True
+
+    def __post_init__(self):
+        require(self.total_steps >= 1, "train.total_steps", self.total_steps, ">= 1")
+        require(self.seed >= 0, "train.seed", self.seed, ">= 0")
+        require(self.num_seeds == 1, "train.num_seeds", self.num_seeds,
+                "1 (multi-seed runs are not supported yet)")
+        require(self.log_every >= 1, "train.log_every", self.log_every, ">= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    name: str = "custom"
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    agent: Any = None  # one of AGENT_CONFIGS, chosen by agent.name
+    pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+
+    SECTIONS: ClassVar[tuple[str, ...]] = ("env", "agent", "pipeline", "train")
+
+    @property
+    def batch_size(self) -> int:
+        """Env steps per update: one rollout of every env."""
+        return self.env.num_envs * self.pipeline.rollout_len
+
+    @property
+    def num_updates(self) -> int:
+        return self.train.total_steps // self.batch_size
+
+    def to_yaml(self) -> str:
+        return OmegaConf.to_yaml(OmegaConf.structured(self))
+
+
+def available_configs() -> list[str]:
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+
+
+def _resolve(name_or_path: str | os.PathLike) -> Path:
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        return path
+    shipped = CONFIG_DIR / f"{name_or_path}.yaml"
+    if not shipped.is_file():
+        raise ConfigError(
+            f"unknown config {str(name_or_path)!r} (available: {', '.join(available_configs())})")
+    return shipped
+
+
+def _parse_overrides(overrides: Sequence[str]):
+    for item in overrides:
+        if not _OVERRIDE.match(item):
+            raise ConfigError(f"malformed override {item!r}: expected section.key=value")
+    try:
+        return OmegaConf.from_dotlist(list(overrides))
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"malformed override: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
+
+
+def _integral_floats_to_int(node, schema_cls) -> None:
+    """Accept `total_steps=5e5`: YAML reads it as a float, the field is an int."""
+    if not dataclasses.is_dataclass(schema_cls) or not OmegaConf.is_dict(node):
+        return
+    types = {f.name: f.type for f in dataclasses.fields(schema_cls)}
+    for key in list(node.keys()):
+        value = node[key]
+        if types.get(key) in (int, "int") and isinstance(value, float) and value.is_integer():
+            node[key] = int(value)
+
+
+def load_config(name_or_path: str | os.PathLike = "ppo_cartpole",
+                overrides: Sequence[str] = ()) -> Config:
+    """Load a shipped config by name (or a YAML path) and apply `section.key=value` overrides."""
+    path = _resolve(name_or_path)
+    try:
+        raw = OmegaConf.load(path)
+    except Exception as e:  # YAML syntax errors come in many types
+        raise ConfigError(f"cannot parse {path}: {_first_line(e)}") from None
+    if not OmegaConf.is_dict(raw):
+        raise ConfigError(f"{path} must hold a mapping of sections")
+    dotlist = _parse_overrides(overrides)
+    for layer in (raw, dotlist):
+        for key in layer.keys():
+            if key not in Config.SECTIONS and key != "name":
+                raise ConfigError(f"unknown config section {key!r} "
+                                  f"(sections: {', '.join(Config.SECTIONS)})")
+
+    agent_name = OmegaConf.select(dotlist, "agent.name", default=None) or \
+        OmegaConf.select(raw, "agent.name", default="ppo")
+    if agent_name not in AGENT_CONFIGS:
+        raise ConfigError(f"unknown agent {agent_name!r} (available: {', '.join(AGENT_CONFIGS)})")
+    agent_cls = AGENT_CONFIGS[agent_name]
+
+    sections = {"env": EnvConfig, "agent": agent_cls, "pipeline": PipelineConfig,
+                "train": TrainConfig}
+    for layer in (raw, dotlist):
+        for key, cls in sections.items():
+            if key in layer:
+                _integral_floats_to_int(layer[key], cls)
+
+    schema = OmegaConf.structured(Config(name=path.stem, agent=agent_cls()))
+    OmegaConf.set_readonly(schema, False)
+    try:
+        merged = OmegaConf.merge(schema, raw, dotlist)
+        config = OmegaConf.to_object(merged)
+    except ConfigError:
+        raise
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None)
+        cause = e.__cause__ if isinstance(e.__cause__, ConfigError) else None
+        if cause is not None:
+            raise cause from None
+        msg = _first_line(e)
+        if "not in" in msg and key:
+            raise ConfigError(f"unknown config key {key!r}") from None
+        raise ConfigError(f"bad value for {key}: {msg}" if key else msg) from None
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    """Checks that span sections (shapes that must divide, budgets that must fit)."""
+    require(config.num_updates >= 1, "train.total_steps", config.train.total_steps,
+            f">= env.num_envs * pipeline.rollout_len = {config.batch_size}")
+    check = getattr(config.agent, "check", None)
+    if check is not None:
+        check(config)
+
+
+def replace(config: Config, **sections: dict) -> Config:
+    """A copy of `config` with fields of some sections changed, revalidated."""
+    changed = {name: dataclasses.replace(getattr(config, name), **fields)
+               for name, fields in sections.items()}
+    new = dataclasses.replace(config, **changed)
+    validate(new)
+    return new
+
+
+def is_finite_positive(x: float) -> bool:
+    return math.isfinite(x) and x > 0

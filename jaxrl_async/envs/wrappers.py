@@ -1,0 +1,132 @@
+"""Env wrappers, each a gymnax-API env around another.
+
+`EpisodeStatistics` works per env; `VecEnv` vmaps an env over a batch;
+`NormalizeObservation` wraps a VecEnv because its running statistics are
+shared by the whole batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+class Wrapper:
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    @property
+    def default_params(self):
+        return self._env.default_params
+
+    def observation_space(self, params):
+        return self._env.observation_space(params)
+
+    def action_space(self, params):
+        return self._env.action_space(params)
+
+
+@struct.dataclass
+class EpisodeStatsState:
+    env_state: Any
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+
+class EpisodeStatistics(Wrapper):
+    """Adds `episode_return` / `episode_length` of the episode that ended this step to info.
+
+    Both are 0 where no episode ended; `info["episode_done"]` marks where one did.
+    """
+
+    def reset(self, key, params=None):
+        obs, state = self._env.reset(key, params)
+        return obs, EpisodeStatsState(state, jnp.float32(0.0), jnp.int32(0))
+
+    def step(self, key, state, action, params=None):
+        obs, env_state, reward, terminated, truncated, info = self._env.step(
+            key, state.env_state, action, params)
+        done = jnp.logical_or(terminated, truncated)
+        ret = state.episode_return + reward.astype(jnp.float32)
+        length = state.episode_length + 1
+        info = {
+            **info,
+            "episode_done": done,
+            "episode_return": jnp.where(done, ret, 0.0),
+            "episode_length": jnp.where(done, length, 0),
+        }
+        state = EpisodeStatsState(env_state, jnp.where(done, 0.0, ret), jnp.where(done, 0, length))
+        return obs, state, reward, terminated, truncated, info
+
+
+class VecEnv(Wrapper):
+    """A batch of `num_envs` independent copies; one key in, one sub-key per env."""
+
+    def __init__(self, env, num_envs: int):
+        super().__init__(env)
+        self.num_envs = num_envs
+
+    def reset(self, key, params=None):
+        keys = jax.random.split(key, self.num_envs)
+        return jax.vmap(self._env.reset, in_axes=(0, None))(keys, params)
+
+    def step(self, key, state, action, params=None):
+        keys = jax.random.split(key, self.num_envs)
+        return jax.vmap(self._env.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+
+
+@struct.dataclass
+class NormState:
+    env_state: Any
+    mean: jax.Array
+    var: jax.Array
+    count: jax.Array
+
+
+class NormalizeObservation(Wrapper):
+    """Running mean/variance normalisation of a VecEnv's observations, clipped to ±clip.
+
+    Statistics live in the env state (so they are checkpointed with it) and are
+    updated with every batch of new observations (parallel Welford merge).
+    """
+
+    def __init__(self, vec_env: VecEnv, clip: float = 10.0, eps: float = 1e-8):
+        super().__init__(vec_env)
+        self.clip, self.eps = clip, eps
+
+    def _update(self, state: NormState, obs):
+        batch_mean = obs.mean(0)
+        batch_var = obs.var(0)
+        n = jnp.float32(obs.shape[0])
+        total = state.count + n
+        delta = batch_mean - state.mean
+        mean = state.mean + delta * n / total
+        m2 = state.var * state.count + batch_var * n + delta**2 * state.count * n / total
+        return state.replace(mean=mean, var=m2 / total, count=total)
+
+    def _normalize(self, state: NormState, obs):
+        z = (obs - state.mean) / jnp.sqrt(state.var + self.eps)
+        return jnp.clip(z, -self.clip, self.clip)
+
+    def reset(self, key, params=None):
+        obs, env_state = self._env.reset(key, params)
+        obs = obs.astype(jnp.float32)
+        zeros = jnp.zeros(obs.shape[1:], jnp.float32)
+        state = NormState(env_state, zeros, jnp.ones_like(zeros), jnp.float32(1e-4))
+        state = self._update(state, obs)
+        return self._normalize(state, obs), state
+
+    def step(self, key, state, action, params=None):
+        obs, env_state, reward, terminated, truncated, info = self._env.step(
+            key, state.env_state, action, params)
+        obs = obs.astype(jnp.float32)
+        state = self._update(state.replace(env_state=env_state), obs)
+        info = {**info, "final_observation": self._normalize(
+            state, info["final_observation"].astype(jnp.float32))}
+        return self._normalize(state, obs), state, reward, terminated, truncated, info

@@ -1,0 +1,69 @@
+"""Metric sinks: JSON lines, TensorBoard, and user callbacks; the console progress bar."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Callable, Iterable
+
+from tqdm.auto import tqdm
+
+
+def _clean(value):
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+class JsonlSink:
+    def __init__(self, path: Path):
+        self._file = open(path, "a", buffering=1)
+
+    def __call__(self, record: dict) -> None:
+        self._file.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class TensorBoardSink:
+    def __init__(self, log_dir: Path):
+        from tensorboardX import SummaryWriter  # imported lazily: protobuf is slow to load
+
+        self._writer = SummaryWriter(str(log_dir))
+
+    def __call__(self, record: dict) -> None:
+        step = int(record["env_steps"])
+        for key, value in record.items():
+            if key != "env_steps" and isinstance(value, (int, float)) and math.isfinite(value):
+                self._writer.add_scalar(key, value, step)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class Progress:
+    """A tqdm bar over env steps with SPS and the latest return; silent when disabled."""
+
+    def __init__(self, total: int, enabled: bool, desc: str = "train"):
+        self._bar = tqdm(total=total, unit="step", unit_scale=True, desc=desc,
+                         disable=not enabled, dynamic_ncols=True, smoothing=0.3)
+
+    def update(self, record: dict) -> None:
+        ret = record.get("episode_return")
+        self._bar.set_postfix_str(
+            f"sps={record['sps']:,.0f} return={'-' if ret is None or not math.isfinite(ret) else f'{ret:.1f}'}",
+            refresh=False)
+        self._bar.update(int(record["env_steps"]) - self._bar.n)
+
+    def write(self, line: str) -> None:
+        if self._bar.disable:
+            return
+        tqdm.write(line)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def emit(sinks: Iterable[Callable[[dict], None]], record: dict) -> None:
+    for sink in sinks:
+        sink(record)

@@ -1,0 +1,67 @@
+"""Flax modules: MLP torso and the heads the agents use."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+import numpy as np
+
+ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
+
+
+def _dense(features: int, scale: float) -> nn.Dense:
+    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale),
+                    bias_init=nn.initializers.zeros)
+
+
+class MLP(nn.Module):
+    """Flattens everything after the batch axis, then Dense + activation per hidden size."""
+
+    hidden_sizes: Sequence[int]
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, x):
+        x = x.reshape(x.shape[0], -1).astype(jnp.float32)
+        for size in self.hidden_sizes:
+            x = ACTIVATIONS[self.activation](_dense(size, np.sqrt(2))(x))
+        return x
+
+
+class CategoricalPolicy(nn.Module):
+    """Logits [B, num_actions]."""
+
+    num_actions: int
+    hidden_sizes: Sequence[int]
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, obs):
+        return _dense(self.num_actions, 0.01)(MLP(self.hidden_sizes, self.activation)(obs))
+
+
+class GaussianPolicy(nn.Module):
+    """Mean [B, A] and a state-independent log standard deviation [A]."""
+
+    action_dim: int
+    hidden_sizes: Sequence[int]
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, obs):
+        mean = _dense(self.action_dim, 0.01)(MLP(self.hidden_sizes, self.activation)(obs))
+        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        return mean, log_std
+
+
+class ValueHead(nn.Module):
+    """State value [B]."""
+
+    hidden_sizes: Sequence[int]
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, obs):
+        return _dense(1, 1.0)(MLP(self.hidden_sizes, self.activation)(obs))[:, 0]

@@ -1,0 +1,105 @@
+"""The tick: act in every env for a rollout, then learn from it, as one XLA program.
+
+`tick(state) -> (state, metrics)` is scanned K times per host call by
+`make_chunk`; the host compiles that chunk once (`compile_chunk`, state donated)
+and calls it until the run is done. Everything here is a pure function of a
+PipelineState pytree.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl_async.agents.base import Agent
+
+
+class Transition(NamedTuple):
+    """One env step of every env; a trajectory stacks them time-major [T, B, ...]."""
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    terminated: jax.Array  # stops bootstrapping
+    truncated: jax.Array  # ends the episode, bootstraps from next_obs
+    next_obs: jax.Array  # the observation after the step, before any auto-reset
+    extras: dict  # what the actor recorded (log-probabilities, raw actions, ...)
+
+
+@struct.dataclass
+class PipelineState:
+    learner: Any
+    env_state: Any
+    obs: jax.Array  # [B, ...] the observation each env shows now
+    key: jax.Array
+    updates: jax.Array  # learner updates done so far
+
+
+class Pipeline(NamedTuple):
+    init: Callable[[jax.Array], PipelineState]
+    tick: Callable[[PipelineState], tuple[PipelineState, dict]]
+    rollout: Callable  # (params, env_state, obs, key) -> (env_state, obs, traj, episode stats)
+
+
+def make_pipeline(agent: Agent, env, env_params, rollout_len: int, unroll: int = 1) -> Pipeline:
+    """`env` is batched (a VecEnv, possibly wrapped); its info carries episode statistics."""
+
+    def rollout(params, env_state, obs, key):
+        def step(carry, step_key):
+            env_state, obs = carry
+            act_key, env_key = jax.random.split(step_key)
+            action, extras = agent.act(params, obs, act_key)
+            next_obs, env_state, reward, terminated, truncated, info = env.step(
+                env_key, env_state, action, env_params)
+            transition = Transition(obs, action, reward, terminated, truncated,
+                                    info["final_observation"], extras)
+            episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
+            return (env_state, next_obs), (transition, episodes)
+
+        (env_state, obs), (traj, (done, ret, length)) = jax.lax.scan(
+            step, (env_state, obs), jax.random.split(key, rollout_len), unroll=unroll)
+        stats = {"episodes": done.sum(dtype=jnp.int32),
+                 "episode_return_sum": ret.sum(dtype=jnp.float32),
+                 "episode_length_sum": length.sum(dtype=jnp.float32)}
+        return env_state, obs, traj, stats
+
+    def init(key):
+        reset_key, agent_key, key = jax.random.split(key, 3)
+        obs, env_state = env.reset(reset_key, env_params)
+        return PipelineState(agent.init(agent_key), env_state, obs, key, jnp.int32(0))
+
+    def tick(state: PipelineState):
+        key, rollout_key, learn_key = jax.random.split(state.key, 3)
+        env_state, obs, traj, stats = rollout(state.learner.params, state.env_state, state.obs,
+                                              rollout_key)
+        learner, metrics = agent.learn(state.learner, traj, learn_key)
+        state = PipelineState(learner, env_state, obs, key, state.updates + 1)
+        return state, {**metrics, **stats}
+
+    return Pipeline(init=init, tick=tick, rollout=rollout)
+
+
+def make_chunk(tick, num_ticks: int):
+    """K ticks in one program; metrics come back stacked [K]."""
+
+    def chunk(state):
+        return jax.lax.scan(lambda s, _: tick(s), state, None, length=num_ticks)
+
+    return chunk
+
+
+def compile_chunk(chunk, state) -> tuple[Callable, float]:
+    """Trace and compile ahead of time (state donated); returns (executable, seconds)."""
+    start = time.perf_counter()
+    compiled = jax.jit(chunk, donate_argnums=0).lower(state).compile()
+    return compiled, time.perf_counter() - start
+
+
+def ticks_per_call(num_updates: int, target: int) -> int:
+    """The largest divisor of num_updates not above target, so chunks tile the run exactly."""
+    target = max(1, min(target, num_updates))
+    return max(d for d in range(1, target + 1) if num_updates % d == 0)

@@ -1,0 +1,173 @@
+"""The host loop: build, compile once, call the compiled chunk until done, log between calls."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+from jaxrl_async import envs as envs_lib
+from jaxrl_async.agents import BuildContext, make_agent
+from jaxrl_async.config import Config
+from jaxrl_async.errors import UserError
+from jaxrl_async.logging import JsonlSink, Progress, TensorBoardSink, emit
+from jaxrl_async.pipeline import compile_chunk, make_chunk, make_pipeline, ticks_per_call
+
+
+@dataclasses.dataclass
+class TrainResult:
+    state: Any  # final PipelineState
+    metrics: dict[str, np.ndarray]  # one entry per log point
+    summary: dict
+    run_dir: Path | None
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "jaxrl_async" / "xla"
+
+
+def configure_compile_cache(enabled: bool) -> None:
+    """Persistent XLA cache so a second start of the same config skips compiling.
+
+    JAX_COMPILATION_CACHE_DIR (read by JAX itself) wins over our default directory.
+    """
+    jax.config.update("jax_enable_compilation_cache", enabled)
+    if not enabled:
+        return
+    if not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", str(default_cache_dir()))
+    # Our programs compile in about a second: cache them all, not only the slow ones.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def default_run_dir(config: Config, root: str | Path = "runs") -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = Path(root) / f"{config.name}-{stamp}"
+    suffix = 1
+    while path.exists():
+        suffix += 1
+        path = Path(root) / f"{config.name}-{stamp}-{suffix}"
+    return path
+
+
+def _aggregate(chunk_metrics: dict, env_steps: int, wall: float, sps: float) -> dict:
+    """One log record from the stacked [K] metrics of a chunk."""
+    m = jax.device_get(chunk_metrics)
+    episodes = int(np.sum(m.pop("episodes")))
+    ret_sum = float(np.sum(m.pop("episode_return_sum")))
+    len_sum = float(np.sum(m.pop("episode_length_sum")))
+    record = {"env_steps": env_steps, "wall_seconds": wall, "sps": sps, "episodes": episodes,
+              "episode_return": ret_sum / episodes if episodes else math.nan,
+              "episode_length": len_sum / episodes if episodes else math.nan}
+    record.update({k: float(np.mean(v)) for k, v in m.items()})
+    return record
+
+
+def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | None = None,
+          callbacks: Sequence[Callable[[dict], None]] = ()) -> TrainResult:
+    """Train `config` (on `env` if given, any gymnax-API env); write to `run_dir` if given.
+
+    Returns a TrainResult; raises a UserError subclass on bad input before anything
+    is written.
+    """
+    start = time.perf_counter()
+    configure_compile_cache(config.train.compile_cache)
+    if env is None:
+        env, default_params = envs_lib.make(config.env.name)
+    else:
+        default_params = getattr(env, "default_params", None)
+    env_params = default_params if env_params is None else env_params
+    spec = envs_lib.check_env(env, env_params)
+
+    num_updates = config.num_updates
+    batch = config.batch_size
+    agent = make_agent(config.agent, BuildContext(spec, config.env.num_envs,
+                                                  config.pipeline.rollout_len, num_updates))
+    batched_env = envs_lib.make_batched(env, config.env.num_envs, config.env.normalize_obs)
+    pipeline = make_pipeline(agent, batched_env, env_params, config.pipeline.rollout_len,
+                             config.pipeline.unroll)
+    ticks = ticks_per_call(num_updates, max(1, config.train.log_every // batch))
+    num_calls = num_updates // ticks
+
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise UserError(f"run directory {run_dir} exists and is not empty")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(config.to_yaml())
+
+    compile_start = time.perf_counter()
+    state = jax.jit(pipeline.init)(jax.random.PRNGKey(config.train.seed))
+    chunk, _ = compile_chunk(make_chunk(pipeline.tick, ticks), state)
+    jax.block_until_ready(state)
+    compile_seconds = time.perf_counter() - compile_start
+
+    sinks: list = list(callbacks)
+    closers: list = []
+    if run_dir is not None:
+        for sink in (JsonlSink(run_dir / "metrics.jsonl"), TensorBoardSink(run_dir)):
+            sinks.append(sink)
+            closers.append(sink)
+    progress = Progress(num_updates * batch, config.train.progress, desc=config.name)
+    records: list[dict] = []
+
+    loop_start = last_time = time.perf_counter()
+    pending = None
+    try:
+        for call in range(num_calls + 1):
+            if call < num_calls:
+                state, metrics = chunk(state)  # dispatched; runs while we log the last one
+            if pending is not None:
+                done_calls, pending_metrics = pending
+                jax.block_until_ready(pending_metrics)
+                now = time.perf_counter()
+                steps = done_calls * ticks * batch
+                record = _aggregate(pending_metrics, steps, now - loop_start,
+                                    ticks * batch / max(now - last_time, 1e-9))
+                last_time = now
+                records.append(record)
+                emit(sinks, record)
+                progress.update(record)
+            pending = (call + 1, metrics) if call < num_calls else None
+        jax.block_until_ready(state)
+    finally:
+        progress.close()
+        for closer in closers:
+            closer.close()
+    loop_seconds = time.perf_counter() - loop_start
+
+    env_steps = num_updates * batch
+    returns = [r["episode_return"] for r in records if math.isfinite(r["episode_return"])]
+    summary = {
+        "config": config.name,
+        "env": config.env.name if env is None or config.env.name else type(env).__name__,
+        "agent": config.agent.name,
+        "seed": config.train.seed,
+        "env_steps": env_steps,
+        "updates": num_updates,
+        "sps": env_steps / loop_seconds,
+        "final_return": returns[-1] if returns else None,
+        "compile_seconds": compile_seconds,
+        "train_seconds": loop_seconds,
+        "wall_seconds": time.perf_counter() - start,
+        "jax_version": jax.__version__,
+        "devices": [str(d) for d in jax.devices()],
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }
+    if run_dir is not None:
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    final = "-" if summary["final_return"] is None else f"{summary['final_return']:.1f}"
+    progress.write(f"{config.name}: {env_steps:,} steps in {summary['wall_seconds']:.1f}s "
+                   f"(compile {compile_seconds:.1f}s), {summary['sps']:,.0f} SPS, "
+                   f"final return {final}" + (f" -> {run_dir}" if run_dir else ""))
+    metrics = {k: np.asarray([r[k] for r in records]) for k in (records[0] if records else {})}
+    return TrainResult(state=state, metrics=metrics, summary=summary, run_dir=run_dir)
