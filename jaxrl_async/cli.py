@@ -1,0 +1,81 @@
+"""The `jaxrl-async` command: arguments in, a Config and a call into the library out."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jaxrl_async.errors import UserError
+
+
+def _train(args) -> int:
+    from jaxrl_async.config import load_config
+    from jaxrl_async.train import default_run_dir, train
+
+    config = load_config(args.config, args.overrides)
+    run_dir = args.run_dir or default_run_dir(config)
+    train(config, run_dir=run_dir)
+    return 0
+
+
+def _envs(args) -> int:
+    import gymnax
+
+    from jaxrl_async.envs import registered_envs
+
+    rows = []
+    for name in registered_envs():
+        env, params = gymnax.make(name)
+        rows.append((name, repr(env.observation_space(params)), repr(env.action_space(params))))
+    width = max(len(r[0]) for r in rows)
+    for name, obs, act in rows:
+        print(f"{name:<{width}}  obs {obs}  action {act}")
+    return 0
+
+
+def _bench(args) -> int:
+    from jaxrl_async.bench import main as bench_main
+
+    return bench_main(args.bench_args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jaxrl-async", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train a config (default ppo_cartpole)")
+    p.add_argument("config", nargs="?", default="ppo_cartpole",
+                   help="shipped config name or path to a YAML file")
+    p.add_argument("overrides", nargs="*", metavar="section.key=value")
+    p.add_argument("--run-dir", default=None, help="default: runs/<config>-<timestamp>")
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser("envs", help="list environment ids with their spaces")
+    p.set_defaults(func=_envs)
+
+    p = sub.add_parser("bench", help="env+policy ceiling and PPO training SPS")
+    p.add_argument("bench_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_bench)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    # A config name that looks like an override (`train env.num_envs=8`) means "default config".
+    if getattr(args, "config", None) and "=" in args.config:
+        args.overrides.insert(0, args.config)
+        args.config = "ppo_cartpole"
+    try:
+        import jaxrl_async  # noqa: F401  (sets XLA flags before JAX starts)
+
+        return args.func(args)
+    except UserError as e:
+        print(f"jaxrl-async: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("jaxrl-async: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
