@@ -147,7 +147,7 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
     def sgd_step(state: PPOState, mb):
         grads, metrics = jax.grad(loss_fn, has_aux=True)(state.params, mb)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        metrics["grad_norm"] = optax.global_norm(grads)
+        metrics["grad_norm"] = optax.tree.norm(grads)
         return PPOState(optax.apply_updates(state.params, updates), opt_state), metrics
 
     def learn(state: PPOState, traj, key):

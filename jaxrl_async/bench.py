@@ -1,0 +1,363 @@
+"""`jaxrl-async bench`: the env+policy ceiling and full PPO training SPS, per env count.
+
+The ceiling is the rollout the trainer runs (vmapped env steps and the policy's
+forward pass) looped on device in one compiled program with its state donated,
+and nothing else: no learner, and the trajectory is dropped, so XLA need not
+write it out. Training SPS is `train(config).summary["sps"]`. Both exclude
+compile time, which is measured separately. Every number is repeated; tables
+show the median with [min–max] because these machines are noisy.
+
+XLA reads XLA_FLAGS when its CPU backend starts, so comparing the CPU scheduler
+settings (`--xla-scheduler both`) re-runs this module in one subprocess per
+setting and merges their JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from jaxrl_async import envs as envs_lib
+from jaxrl_async._xla_flags import _FLAG as SCHEDULER_FLAG
+from jaxrl_async.agents import BuildContext, make_agent
+from jaxrl_async.config import Config, load_config
+from jaxrl_async.errors import UserError
+from jaxrl_async.pipeline import make_pipeline
+from jaxrl_async.train import configure_compile_cache, train
+
+BENCH_OVERRIDES = ("pipeline.rollout_len=128", "agent.num_minibatches=4", "train.progress=false")
+BENCH_OWNED = ("env.num_envs", "train.total_steps")  # set per measurement by the bench
+_START = time.perf_counter()
+_LABEL = ""
+
+
+def log(message: str) -> None:
+    """A progress line on stderr, so a long bench shows it is alive."""
+    prefix = f"[bench{' ' + _LABEL if _LABEL else ''} {time.perf_counter() - _START:6.1f}s]"
+    print(f"{prefix} {message}", file=sys.stderr, flush=True)
+
+
+def scheduler_setting(flags: str) -> str | None:
+    """'true'/'false' as XLA_FLAGS sets the concurrency-optimized scheduler (last wins), or None."""
+    found = re.findall(re.escape(SCHEDULER_FLAG) + r"=(\w+)", flags)
+    return found[-1].lower() if found else None
+
+
+def with_scheduler(flags: str, value: str) -> str:
+    kept = re.sub(re.escape(SCHEDULER_FLAG) + r"(=\S*)?", "", flags).split()
+    return " ".join([*kept, f"{SCHEDULER_FLAG}={value}"])
+
+
+def machine_info() -> dict:
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {"jax_version": jax.__version__, "devices": [str(d) for d in jax.devices()],
+            "xla_flags": flags, "scheduler": scheduler_setting(flags) or "xla default",
+            "cpu_count": os.cpu_count(), "cpu_affinity": affinity,
+            "python": sys.version.split()[0]}
+
+
+def spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def measure_ceiling(config: Config, seconds: float, repeats: int) -> dict:
+    """Env steps per second of `pipeline.rollout` alone, looped on device, compile excluded."""
+    configure_compile_cache(config.train.compile_cache)
+    env, env_params = envs_lib.make(config.env.name)
+    spec = envs_lib.check_env(env, env_params)
+    num_envs, rollout_len = config.env.num_envs, config.pipeline.rollout_len
+    agent = make_agent(config.agent, BuildContext(spec, num_envs, rollout_len, config.num_updates))
+    batched_env = envs_lib.make_batched(env, num_envs, config.env.normalize_obs)
+    pipeline = make_pipeline(agent, batched_env, env_params, rollout_len, config.pipeline.unroll)
+
+    # The rollout count is an argument, not a shape: one compile serves calibration and timing.
+    def run(carry, params, num_rollouts):
+        def body(_, carry):
+            env_state, obs, key, episodes = carry
+            key, rollout_key = jax.random.split(key)
+            env_state, obs, _, stats = pipeline.rollout(params, env_state, obs, rollout_key)
+            return env_state, obs, key, episodes + stats["episodes"]
+
+        return jax.lax.fori_loop(0, num_rollouts, body, carry)
+
+    start = time.perf_counter()
+    state = jax.block_until_ready(jax.jit(pipeline.init)(jax.random.PRNGKey(config.train.seed)))
+    init_seconds = time.perf_counter() - start
+    params = state.learner.params
+    carry = (state.env_state, state.obs, state.key, jax.numpy.int32(0))
+    start = time.perf_counter()
+    compiled = jax.jit(run, donate_argnums=0).lower(carry, params, np.int32(1)).compile()
+    compile_seconds = time.perf_counter() - start
+
+    def timed(num_rollouts: int) -> float:
+        nonlocal carry
+        start = time.perf_counter()
+        carry = jax.block_until_ready(compiled(carry, params, np.int32(num_rollouts)))
+        return time.perf_counter() - start
+
+    timed(1)  # first call allocates
+    rollouts, elapsed = 1, timed(1)
+    while elapsed < seconds / 5:  # calibrate on a fifth of the budget, then size the timed calls
+        rollouts = max(2 * rollouts, math.ceil(rollouts * seconds / 5 / max(elapsed, 1e-6)))
+        elapsed = timed(rollouts)
+    rollouts = max(1, round(rollouts * seconds / elapsed))
+    steps = rollouts * rollout_len * num_envs
+    times = [timed(rollouts) for _ in range(repeats)]
+    return {"sps": [steps / t for t in times], "seconds": times, "rollouts_per_call": rollouts,
+            "env_steps_per_call": steps, "compile_seconds": compile_seconds,
+            "init_seconds": init_seconds,  # compiling and running pipeline.init
+            "episodes": int(carry[3])}
+
+
+def measure_train(make_config, num_envs: int, seconds: float, repeats: int, min_updates: int,
+                  updates: int | None, sps_guess: float) -> dict:
+    """`train()` SPS; the number of updates is sized so one run trains for about `seconds`.
+
+    A run far off that target (the guess was wrong) resizes the next and is kept
+    only in `discarded`; the kept runs all have the same number of updates.
+    """
+    probe = make_config(num_envs, 1 << 40)
+    batch = probe.batch_size
+    # Whole host calls, as train() groups them, so no run ends up with one update per call.
+    ticks = max(1, probe.train.log_every // batch)
+
+    def size(sps: float) -> int:
+        n = max(min_updates, round(seconds * sps / batch))
+        return n if n <= ticks else max(ticks, round(n / ticks) * ticks)
+
+    n = updates or size(sps_guess)
+    runs: list[dict] = []
+    discarded: list[dict] = []
+    while len(runs) < repeats:
+        log(f"envs={num_envs}: train {n} updates ({n * batch:,} steps)")
+        summary = train(make_config(num_envs, n * batch), run_dir=None).summary
+        run = {key: summary[key] for key in ("sps", "compile_seconds", "train_seconds",
+                                             "updates", "env_steps", "final_return")}
+        log(f"envs={num_envs}: train {summary['sps']:,.0f} SPS in {summary['train_seconds']:.2f}s"
+            f" (compile {summary['compile_seconds']:.2f}s)")
+        resized = size(summary["sps"])
+        off_target = not seconds / 2 <= summary["train_seconds"] <= 2 * seconds
+        if updates is None and not runs and off_target and resized != n and len(discarded) < 3:
+            discarded.append(run)
+            n = resized
+            continue
+        runs.append(run)
+    return {"sps": [r["sps"] for r in runs], "compile_seconds": [r["compile_seconds"] for r in runs],
+            "train_seconds": [r["train_seconds"] for r in runs], "updates": n,
+            "env_steps": n * batch, "runs": runs, "discarded": discarded}
+
+
+def run_bench(args) -> dict:
+    """Measure every env count in this process (the XLA flags are whatever it started with)."""
+    user = list(args.set or [])
+    for item in user:
+        if item.split("=", 1)[0] in BENCH_OWNED:
+            raise UserError(f"--set {item}: {' and '.join(BENCH_OWNED)} are set by the bench")
+    base = [*BENCH_OVERRIDES, f"train.compile_cache={str(args.compile_cache).lower()}", *user]
+
+    def make_config(num_envs: int, total_steps: int) -> Config:
+        return load_config(args.config, [*base, f"env.num_envs={num_envs}",
+                                         f"train.total_steps={total_steps}"])
+
+    # Fail on a bad config before spending minutes measuring; the ceiling ignores total_steps.
+    configs = {n: make_config(n, 1 << 40) for n in args.envs}
+    info = machine_info()
+    log(f"jax {info['jax_version']} on {info['devices']}, XLA_FLAGS={info['xla_flags']!r}")
+    results = []
+    last_train_sps = None
+    for num_envs in args.envs:
+        log(f"envs={num_envs}: ceiling (compile, calibrate, {args.repeats} timed calls)")
+        ceiling = measure_ceiling(configs[num_envs], args.seconds, args.repeats)
+        log(f"envs={num_envs}: ceiling {statistics.median(ceiling['sps']):,.0f} SPS "
+            f"(compile {ceiling['compile_seconds']:.2f}s, {ceiling['rollouts_per_call']} rollouts/call)")
+        # Training reaches 0.1-0.3 of the ceiling and grows slower than it with more envs.
+        guess = 0.3 * statistics.median(ceiling["sps"])
+        if last_train_sps is not None:
+            guess = min(guess, 1.5 * last_train_sps)
+        trained = measure_train(make_config, num_envs, args.seconds, args.repeats,
+                                args.min_updates, args.updates, guess)
+        last_train_sps = statistics.median(trained["sps"])
+        results.append({"envs": num_envs, "ceiling": ceiling, "train": trained})
+    config = configs[args.envs[0]]
+    settings = {"config": args.config, "overrides": base, "envs": args.envs,
+                "repeats": args.repeats, "seconds": args.seconds,
+                "compile_cache": args.compile_cache, "rollout_len": config.pipeline.rollout_len,
+                "num_minibatches": getattr(config.agent, "num_minibatches", None)}
+    return {"meta": info, "settings": settings, "results": results}
+
+
+def _si(x: float) -> str:
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def _cell(values: list[float]) -> str:
+    s = spread(values)
+    return f"{_si(s['median'])} [{_si(s['min'])}–{_si(s['max'])}]"
+
+
+def header(bench: dict) -> str:
+    m, s = bench["meta"], bench["settings"]
+    return "\n".join([
+        f"- jax {m['jax_version']}, python {m['python']}, devices: {', '.join(m['devices'])}",
+        f"- CPUs: {m['cpu_count']} (usable by this process: {m['cpu_affinity']})",
+        f"- XLA_FLAGS: `{m['xla_flags']}` (concurrency-optimized scheduler: {m['scheduler']})",
+        f"- config {s['config']}, rollout_len {s['rollout_len']}, num_minibatches "
+        f"{s['num_minibatches']}, {s['repeats']} repeats of ~{s['seconds']:g}s, "
+        f"compile cache {'on' if s['compile_cache'] else 'off'}",
+    ])
+
+
+def table(bench: dict) -> str:
+    lines = ["| envs | ceiling SPS | train SPS | train/ceiling | train compile s |",
+             "| ---: | ---: | ---: | ---: | ---: |"]
+    for r in bench["results"]:
+        ceiling, trained = r["ceiling"]["sps"], r["train"]["sps"]
+        ratio = statistics.median(trained) / statistics.median(ceiling)
+        lines.append(f"| {r['envs']} | {_cell(ceiling)} | {_cell(trained)} | {ratio:.2f} | "
+                     f"{statistics.median(r['train']['compile_seconds']):.2f} |")
+    return "\n".join(lines)
+
+
+def comparison(runs: dict) -> str:
+    """Medians of each scheduler setting side by side, with the ratio false/true."""
+    on, off = runs["true"]["results"], runs["false"]["results"]
+    lines = ["| envs | ceiling SPS on | ceiling SPS off | train SPS on | train SPS off "
+             "| train off/on | compile s on | compile s off |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for a, b in zip(on, off):
+        med = {k: (statistics.median(a[k]["sps"]), statistics.median(b[k]["sps"]))
+               for k in ("ceiling", "train")}
+        comp = [statistics.median(x["train"]["compile_seconds"]) for x in (a, b)]
+        lines.append(f"| {a['envs']} | {_si(med['ceiling'][0])} | {_si(med['ceiling'][1])} | "
+                     f"{_si(med['train'][0])} | {_si(med['train'][1])} | "
+                     f"{med['train'][1] / med['train'][0]:.2f} | {comp[0]:.2f} | {comp[1]:.2f} |")
+    return "\n".join(lines)
+
+
+def run_children(args, settings: list[str]) -> dict:
+    """Re-run this bench once per scheduler setting, each in a fresh process; their JSON by setting."""
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="jaxrl_async_bench_") as tmp:
+        for value in settings:
+            out = Path(tmp) / f"{value}.json"
+            env = {**os.environ, "XLA_FLAGS": with_scheduler(os.environ.get("XLA_FLAGS", ""), value)}
+            cmd = [sys.executable, "-m", "jaxrl_async.bench", "--envs", ",".join(map(str, args.envs)),
+                   "--repeats", str(args.repeats), "--seconds", str(args.seconds),
+                   "--min-updates", str(args.min_updates), "--config", args.config,
+                   "--json", str(out), "--label", f"scheduler={value}",
+                   *(["--compile-cache"] if args.compile_cache else []),
+                   *(["--updates", str(args.updates)] if args.updates else []),
+                   *(f"--set={item}" for item in args.set or [])]
+            log(f"scheduler={value}: subprocess with XLA_FLAGS={env['XLA_FLAGS']!r}")
+            proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL)
+            if proc.returncode != 0:
+                raise ChildFailed(f"scheduler={value} run failed with exit code {proc.returncode}",
+                                  proc.returncode)
+            runs[value] = json.loads(out.read_text())
+    return runs
+
+
+class ChildFailed(Exception):
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+def _env_counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated ints, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive env counts, got {text!r}")
+    return counts
+
+
+def _positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return value
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jaxrl-async bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--envs", type=_env_counts, default=[4, 64, 512, 2048],
+                   help="comma-separated env counts (default 4,64,512,2048)")
+    p.add_argument("--repeats", type=_positive(int), default=3, help="runs per number (default 3)")
+    p.add_argument("--seconds", type=_positive(float), default=3.0,
+                   help="target duration of each timed run (default 3)")
+    p.add_argument("--min-updates", type=_positive(int), default=4,
+                   help="fewest PPO updates in a training run (default 4)")
+    p.add_argument("--updates", type=_positive(int), default=None,
+                   help="train exactly this many updates instead of sizing runs by --seconds")
+    p.add_argument("--config", default="ppo_cartpole", help="shipped config name or YAML path")
+    p.add_argument("--set", action="append", metavar="section.key=value",
+                   help="config override, repeatable (e.g. --set agent.hidden_sizes=[8])")
+    p.add_argument("--compile-cache", action="store_true",
+                   help="use the persistent XLA cache (default off: cold compile times)")
+    p.add_argument("--xla-scheduler", choices=("default", "on", "off", "both"), default="default",
+                   help="XLA's concurrency-optimized CPU scheduler: as XLA_FLAGS/the project set "
+                        "it (default), forced on or off, or both compared (one subprocess each)")
+    p.add_argument("--json", type=Path, default=None, help="write the raw numbers here")
+    p.add_argument("--label", default="", help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv=None) -> int:
+    global _LABEL
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--"]:  # `jaxrl-async bench -- --envs 4`
+        argv = argv[1:]
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
+    _LABEL = args.label
+    want = {"on": ["true"], "off": ["false"], "both": ["true", "false"]}.get(args.xla_scheduler)
+    current = scheduler_setting(os.environ.get("XLA_FLAGS", ""))
+    try:
+        if want is None or want == [current]:
+            bench = run_bench(args)
+            print(header(bench) + "\n\n" + table(bench), flush=True)
+            payload = bench
+        else:
+            runs = run_children(args, want)
+            parts = [f"## scheduler={value}\n\n{header(b)}\n\n{table(b)}" for value, b in runs.items()]
+            if len(runs) == 2:
+                parts.append("## scheduler on vs off (medians)\n\n" + comparison(runs))
+            print("\n\n".join(parts), flush=True)
+            payload = {"runs": runs}
+    except UserError as e:
+        print(f"jaxrl-async bench: error: {e}", file=sys.stderr)
+        return 2
+    except ChildFailed as e:
+        print(f"jaxrl-async bench: error: {e}", file=sys.stderr)
+        return e.code
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""End-to-end training: learning, determinism, compile-once, the run directory."""
+
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import jaxrl_async
+from jaxrl_async.pipeline import compile_chunk, make_chunk
+
+from probe_envs import MatchContext
+
+# One small config shared by the tests below and the CLI test, so the suite compiles it once
+# (in-process cache) and the CLI subprocess finds it in the persistent cache.
+SMALL = ["env.num_envs=4", "pipeline.rollout_len=32", "agent.hidden_sizes=[16,16]",
+         "train.total_steps=4096", "train.log_every=1024", "train.progress=false"]
+
+
+@pytest.fixture(scope="module")
+def small_config():
+    return jaxrl_async.load_config("ppo_cartpole", SMALL)
+
+
+def test_ppo_solves_cartpole():
+    """The reference config at a reduced budget reaches the 475 solve threshold."""
+    config = jaxrl_async.load_config("ppo_cartpole",
+                                     ["train.total_steps=300000", "train.progress=false"])
+    result = jaxrl_async.train(config)
+    assert result.summary["final_return"] >= 475.0, result.metrics["episode_return"]
+    returns = result.metrics["episode_return"]
+    assert returns[0] < 200, "the first log point should be far from solved"
+
+
+def test_trains_custom_env_to_its_optimum():
+    config = jaxrl_async.load_config("ppo_cartpole", [
+        "env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
+        "agent.learning_rate=3e-3", "agent.ent_coef=0.0", "train.total_steps=40960",
+        "train.log_every=512", "train.progress=false"])
+    result = jaxrl_async.train(config, env=MatchContext())
+    optimum = MatchContext().default_params.episode_length
+    assert result.summary["final_return"] >= 0.97 * optimum
+    assert result.metrics["episode_return"][0] < 0.8 * optimum
+
+
+def test_same_seed_gives_identical_metrics_and_params(small_config):
+    a = jaxrl_async.train(small_config)
+    b = jaxrl_async.train(small_config)
+    assert a.metrics.keys() == b.metrics.keys()
+    for key in a.metrics:
+        if key in ("sps", "wall_seconds"):
+            continue
+        np.testing.assert_array_equal(a.metrics[key], b.metrics[key], err_msg=key)
+    for x, y in zip(jax.tree.leaves(a.state), jax.tree.leaves(b.state)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    other = jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", SMALL + ["train.seed=1"]))
+    assert not np.array_equal(a.metrics["loss"], other.metrics["loss"])
+
+
+def test_second_chunk_call_does_not_compile(small_config):
+    from jaxrl_async import envs
+    from jaxrl_async.agents import BuildContext, make_agent
+    from jaxrl_async.pipeline import make_pipeline
+
+    env, params = envs.make(small_config.env.name)
+    spec = envs.check_env(env, params)
+    agent = make_agent(small_config.agent, BuildContext(spec, 4, 32, small_config.num_updates))
+    pipeline = make_pipeline(agent, envs.make_batched(env, 4), params, 32)
+    state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
+    chunk = jax.jit(make_chunk(pipeline.tick, 2), donate_argnums=0)
+
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, duration, **kw: compiles.append(event)
+        if event == "/jax/compilation_cache/compile_time_saved_sec"
+        or event.endswith("backend_compile_duration") else None)
+    state, _ = chunk(state)
+    jax.block_until_ready(state)
+    first = len(compiles)
+    assert first >= 1, "the first call must compile (or load) the chunk"
+    for _ in range(3):
+        state, _ = chunk(state)
+    jax.block_until_ready(state)
+    assert len(compiles) == first, "later calls recompiled the chunk"
+    assert int(state.updates) == 8
+
+
+def test_cli_train_writes_run_directory(cli, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = cli("train", "ppo_cartpole", *SMALL, "--run-dir", str(run_dir), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (run_dir / "config.yaml").is_file()
+    reloaded = jaxrl_async.load_config(run_dir / "config.yaml")
+    assert reloaded.env.num_envs == 4 and reloaded.agent.hidden_sizes == (16, 16)
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["env_steps"] for r in records] == [1024, 2048, 3072, 4096]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for key in ("env_steps", "sps", "final_return", "compile_seconds", "wall_seconds",
+                "jax_version", "devices"):
+        assert key in summary, key
+    assert summary["env_steps"] == 4096 and summary["sps"] > 0
+    assert math.isfinite(summary["final_return"])
+    assert list(run_dir.glob("events.out.tfevents.*")), "no TensorBoard event file"
