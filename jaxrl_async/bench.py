@@ -155,9 +155,8 @@ def measure_train(make_config, num_envs: int, seconds: float, repeats: int, min_
             n = resized
             continue
         runs.append(run)
-    return {"sps": [r["sps"] for r in runs], "compile_seconds": [r["compile_seconds"] for r in runs],
-            "train_seconds": [r["train_seconds"] for r in runs], "updates": n,
-            "env_steps": n * batch, "runs": runs, "discarded": discarded}
+    column = {key: [r[key] for r in runs] for key in ("sps", "compile_seconds", "train_seconds")}
+    return {**column, "updates": n, "env_steps": n * batch, "runs": runs, "discarded": discarded}
 
 
 def run_bench(args) -> dict:
@@ -181,8 +180,8 @@ def run_bench(args) -> dict:
     for num_envs in args.envs:
         log(f"envs={num_envs}: ceiling (compile, calibrate, {args.repeats} timed calls)")
         ceiling = measure_ceiling(configs[num_envs], args.seconds, args.repeats)
-        log(f"envs={num_envs}: ceiling {statistics.median(ceiling['sps']):,.0f} SPS "
-            f"(compile {ceiling['compile_seconds']:.2f}s, {ceiling['rollouts_per_call']} rollouts/call)")
+        log(f"envs={num_envs}: ceiling {statistics.median(ceiling['sps']):,.0f} SPS (compile "
+            f"{ceiling['compile_seconds']:.2f}s, {ceiling['rollouts_per_call']} rollouts/call)")
         # Training reaches 0.1-0.3 of the ceiling and grows slower than it with more envs.
         guess = 0.3 * statistics.median(ceiling["sps"])
         if last_train_sps is not None:
@@ -251,14 +250,16 @@ def comparison(runs: dict) -> str:
 
 
 def run_children(args, settings: list[str]) -> dict:
-    """Re-run this bench once per scheduler setting, each in a fresh process; their JSON by setting."""
+    """Re-run this bench in a fresh process per scheduler setting; their JSON by setting."""
     runs = {}
     with tempfile.TemporaryDirectory(prefix="jaxrl_async_bench_") as tmp:
         for value in settings:
             out = Path(tmp) / f"{value}.json"
-            env = {**os.environ, "XLA_FLAGS": with_scheduler(os.environ.get("XLA_FLAGS", ""), value)}
-            cmd = [sys.executable, "-m", "jaxrl_async.bench", "--envs", ",".join(map(str, args.envs)),
-                   "--repeats", str(args.repeats), "--seconds", str(args.seconds),
+            flags = with_scheduler(os.environ.get("XLA_FLAGS", ""), value)
+            env = {**os.environ, "XLA_FLAGS": flags}
+            cmd = [sys.executable, "-m", "jaxrl_async.bench",
+                   "--envs", ",".join(map(str, args.envs)), "--repeats", str(args.repeats),
+                   "--seconds", str(args.seconds),
                    "--min-updates", str(args.min_updates), "--config", args.config,
                    "--json", str(out), "--label", f"scheduler={value}",
                    *(["--compile-cache"] if args.compile_cache else []),
@@ -342,7 +343,8 @@ def main(argv=None) -> int:
             payload = bench
         else:
             runs = run_children(args, want)
-            parts = [f"## scheduler={value}\n\n{header(b)}\n\n{table(b)}" for value, b in runs.items()]
+            parts = [f"## scheduler={value}\n\n{header(b)}\n\n{table(b)}"
+                     for value, b in runs.items()]
             if len(runs) == 2:
                 parts.append("## scheduler on vs off (medians)\n\n" + comparison(runs))
             print("\n\n".join(parts), flush=True)

@@ -8,7 +8,7 @@ PipelineState pytree.
 
 from __future__ import annotations
 
-import time
+import concurrent.futures
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -92,11 +92,27 @@ def make_chunk(tick, num_ticks: int):
     return chunk
 
 
-def compile_chunk(chunk, state) -> tuple[Callable, float]:
-    """Trace and compile ahead of time (state donated); returns (executable, seconds)."""
-    start = time.perf_counter()
-    compiled = jax.jit(chunk, donate_argnums=0).lower(state).compile()
-    return compiled, time.perf_counter() - start
+def compile_chunk(chunk, state) -> Callable:
+    """Trace and compile ahead of time with the state donated; `state` may be abstract."""
+    return jax.jit(chunk, donate_argnums=0).lower(state).compile()
+
+
+def init_and_compile(pipeline: Pipeline, key, num_ticks: int):
+    """(initial state, compiled chunk), compiling the two programs concurrently.
+
+    XLA compiles without holding the GIL, so the chunk (traced from the abstract
+    state) compiles in a worker thread while this thread compiles and runs init.
+    Init runs once, so it is compiled at the lowest optimisation level.
+    """
+    init_lowered = jax.jit(pipeline.init).lower(key)
+    abstract_state = init_lowered.out_info
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        chunk_future = pool.submit(compile_chunk, make_chunk(pipeline.tick, num_ticks),
+                                   abstract_state)
+        init = init_lowered.compile(compiler_options={"xla_backend_optimization_level": 0})
+        state = init(key)
+        chunk = chunk_future.result()
+    return jax.block_until_ready(state), chunk
 
 
 def ticks_per_call(num_updates: int, target: int) -> int:

@@ -19,7 +19,7 @@ from jaxrl_async.agents import BuildContext, make_agent
 from jaxrl_async.config import Config
 from jaxrl_async.errors import UserError
 from jaxrl_async.logging import JsonlSink, Progress, TensorBoardSink, emit
-from jaxrl_async.pipeline import compile_chunk, make_chunk, make_pipeline, ticks_per_call
+from jaxrl_async.pipeline import init_and_compile, make_pipeline, ticks_per_call
 
 
 @dataclasses.dataclass
@@ -106,9 +106,7 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         (run_dir / "config.yaml").write_text(config.to_yaml())
 
     compile_start = time.perf_counter()
-    state = jax.jit(pipeline.init)(jax.random.PRNGKey(config.train.seed))
-    chunk, _ = compile_chunk(make_chunk(pipeline.tick, ticks), state)
-    jax.block_until_ready(state)
+    state, chunk = init_and_compile(pipeline, jax.random.PRNGKey(config.train.seed), ticks)
     compile_seconds = time.perf_counter() - compile_start
 
     sinks: list = list(callbacks)

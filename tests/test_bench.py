@@ -12,8 +12,8 @@ from jaxrl_async import bench
 def test_bench_smoke_writes_positive_sps(tmp_path, capsys):
     out = tmp_path / "bench.json"
     code = bench.main(["--envs", "4", "--repeats", "1", "--seconds", "0.05", "--updates", "1",
-                       "--set", "agent.hidden_sizes=[8]", "--set", "pipeline.rollout_len=16", "--compile-cache",
-                       "--json", str(out)])
+                       "--set", "agent.hidden_sizes=[8]", "--set", "pipeline.rollout_len=16",
+                       "--compile-cache", "--json", str(out)])
     assert code == 0
     result = json.loads(out.read_text())
     (row,) = result["results"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.pipeline import compile_chunk, make_chunk
+from jaxrl_async.pipeline import make_chunk
 
 from probe_envs import MatchContext
 

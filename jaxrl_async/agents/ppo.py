@@ -32,6 +32,7 @@ class PPOConfig:
     clip_eps: float = 0.2
     clip_value: bool = True
     ent_coef: float = 0.01
+    reward_scale: float = 1.0  # multiplies rewards before GAE (keeps value targets O(1))
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     num_epochs: int = 4
@@ -51,6 +52,7 @@ class PPOConfig:
         need(0 <= self.gae_lambda <= 1, "gae_lambda", "in [0, 1]")
         need(self.clip_eps > 0, "clip_eps", "> 0")
         need(self.ent_coef >= 0, "ent_coef", ">= 0")
+        need(self.reward_scale > 0, "reward_scale", "> 0")
         need(self.vf_coef >= 0, "vf_coef", ">= 0")
         need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
         need(self.num_epochs >= 1, "num_epochs", ">= 1")
@@ -157,7 +159,7 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         values, next_values = critic.apply(state.params["critic"], obs_both).reshape(2, T, B)
         terminated = traj.terminated.astype(jnp.float32)
         truncated = traj.truncated.astype(jnp.float32)
-        rewards = traj.reward.astype(jnp.float32) + \
+        rewards = config.reward_scale * traj.reward.astype(jnp.float32) + \
             config.gamma * truncated * (1.0 - terminated) * next_values
         discounts = config.gamma * (1.0 - jnp.maximum(terminated, truncated))
         advantages = gae(values, next_values[-1], rewards, discounts, config.gae_lambda)

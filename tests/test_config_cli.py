@@ -1,0 +1,116 @@
+"""Config loading in process, and bad input through the real `python -m jaxrl_async` command."""
+
+import dataclasses
+
+import pytest
+
+from jaxrl_async import Config, ConfigError, load_config
+
+# ---------------------------------------------------------------------------------------------
+# Bad input on the command line: exit 2, one line on stderr, no traceback, nothing written.
+
+BAD_YAML = "env:\n  name: [CartPole-v1\n  num_envs: 4\n"
+
+BAD_INPUTS = [
+    pytest.param(["train", "no_such_config"], "unknown config 'no_such_config'",
+                 id="unknown-config"),
+    pytest.param(["train", "ppo_cartpole", "optim.lr=0.1"], "unknown config section 'optim'",
+                 id="unknown-section"),
+    pytest.param(["train", "agent.foo=1"], "agent.foo", id="unknown-key"),
+    pytest.param(["train", "env.name=Nope-v0"], "Nope-v0", id="unknown-env"),
+    pytest.param(["train", "agent.name=nope"], "unknown agent 'nope'", id="unknown-agent"),
+    pytest.param(["train", "train.total_steps=abc"], "train.total_steps", id="malformed-value"),
+    pytest.param(["train", "ppo_cartpole", "env.num_envs"], "malformed override",
+                 id="override-without-equals"),
+    pytest.param(["train", "ppo_cartpole", "num_envs=8"], "malformed override",
+                 id="override-without-section"),
+    pytest.param(["train", "agent.learning_rate=-0.001"], "agent.learning_rate",
+                 id="negative-learning-rate"),
+    pytest.param(["train", "env.num_envs=0"], "env.num_envs", id="zero-envs"),
+    pytest.param(["train", "env.num_envs=4", "pipeline.rollout_len=128",
+                  "agent.num_minibatches=3"], "num_minibatches", id="minibatches-do-not-divide"),
+    pytest.param(["train", "bad.yaml"], "bad.yaml", id="yaml-syntax-error"),
+    pytest.param(["train", "missing.yaml"], "missing.yaml", id="missing-yaml"),
+]
+
+
+def _tree(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+@pytest.mark.parametrize("args, mentions", BAD_INPUTS)
+def test_cli_bad_input_exits_2_with_one_line(cli, tmp_path, args, mentions):
+    (tmp_path / "bad.yaml").write_text(BAD_YAML)
+    before = _tree(tmp_path)
+    result = cli(*args, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("jaxrl-async: error: ")
+    assert mentions in lines[0]
+    assert _tree(tmp_path) == before  # in particular no runs/ directory
+
+
+# ---------------------------------------------------------------------------------------------
+# load_config in process
+
+
+def test_overrides_apply_with_their_types():
+    config = load_config("ppo_cartpole", ["agent.hidden_sizes=[32,32]", "train.total_steps=5e5",
+                                          "env.num_envs=8", "agent.learning_rate=1e-3",
+                                          "env.normalize_obs=true", "pipeline.rollout_len=64"])
+    assert config.agent.hidden_sizes == (32, 32)
+    assert type(config.agent.hidden_sizes) is tuple
+    assert config.train.total_steps == 500_000 and type(config.train.total_steps) is int
+    assert config.env.num_envs == 8 and type(config.env.num_envs) is int
+    assert config.agent.learning_rate == 1e-3 and type(config.agent.learning_rate) is float
+    assert config.env.normalize_obs is True
+    assert config.batch_size == 8 * 64
+    assert config.num_updates == 500_000 // (8 * 64)
+    # Untouched values come from the shipped file.
+    assert config.name == "ppo_cartpole"
+    assert config.env.name == "CartPole-v1"
+    assert config.agent.gamma == 0.99
+
+
+def test_default_config_is_ppo_cartpole():
+    config = load_config()
+    assert isinstance(config, Config)
+    assert config.agent.name == "ppo"
+    assert config.agent.hidden_sizes == (64, 64)
+    assert (config.env.num_envs, config.pipeline.rollout_len) == (4, 128)
+    assert config.train.total_steps == 500_000
+
+
+def test_config_is_frozen():
+    config = load_config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.name = "other"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.train.total_steps = 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.agent.learning_rate = 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.env.num_envs = 2
+
+
+def test_to_yaml_round_trips_through_load_config(tmp_path):
+    config = load_config("ppo_cartpole", ["agent.hidden_sizes=[16,8]", "train.total_steps=8192",
+                                          "env.num_envs=2", "agent.gae_lambda=0.9",
+                                          "pipeline.rollout_len=32", "train.seed=7"])
+    path = tmp_path / "resolved.yaml"
+    path.write_text(config.to_yaml())
+    again = load_config(path)
+    assert again == config
+    assert again.agent.hidden_sizes == (16, 8)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["agent.foo=1"], ["optim.lr=1"], ["train.total_steps=abc"], ["agent.learning_rate=0"],
+    ["env.num_envs=0"], ["agent.num_minibatches=3"], ["train.total_steps=100"],
+])
+def test_load_config_raises_config_error(overrides):
+    with pytest.raises(ConfigError) as info:
+        load_config("ppo_cartpole", overrides)
+    assert "\n" not in str(info.value)
