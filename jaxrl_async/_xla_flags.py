@@ -10,12 +10,12 @@ it must be in the environment before the first JAX computation.
 
 import os
 
-_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
+SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 
 
 def apply_default_xla_flags() -> None:
     if os.environ.get("JAXRL_ASYNC_KEEP_XLA_FLAGS"):
         return
     flags = os.environ.get("XLA_FLAGS", "")
-    if _FLAG not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}=false".strip()
+    if SCHEDULER_FLAG not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {SCHEDULER_FLAG}=false".strip()

@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 from jaxrl_async import envs as envs_lib
-from jaxrl_async._xla_flags import _FLAG as SCHEDULER_FLAG
+from jaxrl_async._xla_flags import SCHEDULER_FLAG
 from jaxrl_async.agents import BuildContext, make_agent
 from jaxrl_async.config import Config, load_config
 from jaxrl_async.errors import UserError

@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # the bench parses its own flags (argparse REMAINDER drops `--x`)
+        argv = ["bench", "--", *argv[1:]] if argv[1:2] != ["--"] else argv
     args = build_parser().parse_args(argv)
     # A config name that looks like an override (`train env.num_envs=8`) means "default config".
     if getattr(args, "config", None) and "=" in args.config:
