@@ -18,18 +18,32 @@ def _train(args) -> int:
     return 0
 
 
+def _describe(space) -> str:
+    """One line per space, whatever its bounds look like."""
+    import numpy as np
+
+    if hasattr(space, "n"):
+        return f"Discrete({space.n})"
+    if hasattr(space, "low"):
+        low, high = np.min(space.low), np.max(space.high)
+        return (f"Box({tuple(space.shape)}, {np.dtype(space.dtype).name}, "
+                f"[{float(low):.4g}, {float(high):.4g}])")
+    return " ".join(repr(space).split())
+
+
 def _envs(args) -> int:
-    import gymnax
+    from jaxrl_async.envs import make, registered_envs
 
-    from jaxrl_async.envs import registered_envs
-
-    rows = []
-    for name in registered_envs():
-        env, params = gymnax.make(name)
-        rows.append((name, repr(env.observation_space(params)), repr(env.action_space(params))))
-    width = max(len(r[0]) for r in rows)
-    for name, obs, act in rows:
-        print(f"{name:<{width}}  obs {obs}  action {act}")
+    names = registered_envs()
+    width = max(map(len, names))
+    for name in names:
+        try:
+            env, params = make(name)
+            line = (f"obs {_describe(env.observation_space(params))}  "
+                    f"action {_describe(env.action_space(params))}")
+        except UserError as e:  # MNISTBandit needs a download; list it anyway
+            line = f"unavailable: {e}"
+        print(f"{name:<{width}}  {line}")
     return 0
 
 
@@ -39,9 +53,16 @@ def _bench(args) -> int:
     return bench_main(args.bench_args)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors on one line, exit 2, like every other bad input."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jaxrl-async", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="jaxrl-async", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("train", help="train a config (default ppo_cartpole)")
     p.add_argument("config", nargs="?", default="ppo_cartpole",

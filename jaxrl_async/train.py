@@ -106,7 +106,7 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         (run_dir / "config.yaml").write_text(config.to_yaml())
 
     compile_start = time.perf_counter()
-    state, chunk = init_and_compile(pipeline, jax.random.PRNGKey(config.train.seed), ticks)
+    state, chunk = init_and_compile(pipeline, jax.random.key(config.train.seed, impl=config.train.prng), ticks)
     compile_seconds = time.perf_counter() - compile_start
 
     sinks: list = list(callbacks)

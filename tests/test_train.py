@@ -24,9 +24,12 @@ def small_config():
 
 
 def test_ppo_solves_cartpole():
-    """The reference config at a reduced budget reaches the 475 solve threshold."""
+    """The reference config at a reduced budget reaches the 475 solve threshold.
+
+    Seeds 0-4 all end at 500 with 3.5e5 and 4e5 steps; with 3e5, two of five fall short.
+    """
     config = jaxrl_async.load_config("ppo_cartpole",
-                                     ["train.total_steps=300000", "train.progress=false"])
+                                     ["train.total_steps=400000", "train.progress=false"])
     result = jaxrl_async.train(config)
     assert result.summary["final_return"] >= 475.0, result.metrics["episode_return"]
     returns = result.metrics["episode_return"]
@@ -44,6 +47,13 @@ def test_trains_custom_env_to_its_optimum():
     assert result.metrics["episode_return"][0] < 0.8 * optimum
 
 
+def _numpy(x):
+    """Arrays as numpy, typed PRNG keys as their raw key data."""
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        x = jax.random.key_data(x)
+    return np.asarray(x)
+
+
 def test_same_seed_gives_identical_metrics_and_params(small_config):
     a = jaxrl_async.train(small_config)
     b = jaxrl_async.train(small_config)
@@ -53,7 +63,7 @@ def test_same_seed_gives_identical_metrics_and_params(small_config):
             continue
         np.testing.assert_array_equal(a.metrics[key], b.metrics[key], err_msg=key)
     for x, y in zip(jax.tree.leaves(a.state), jax.tree.leaves(b.state)):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        np.testing.assert_array_equal(_numpy(x), _numpy(y))
     other = jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", SMALL + ["train.seed=1"]))
     assert not np.array_equal(a.metrics["loss"], other.metrics["loss"])
 
@@ -67,7 +77,7 @@ def test_second_chunk_call_does_not_compile(small_config):
     spec = envs.check_env(env, params)
     agent = make_agent(small_config.agent, BuildContext(spec, 4, 32, small_config.num_updates))
     pipeline = make_pipeline(agent, envs.make_batched(env, 4), params, 32)
-    state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
+    state = jax.jit(pipeline.init)(jax.random.key(0, impl=small_config.train.prng))
     chunk = jax.jit(make_chunk(pipeline.tick, 2), donate_argnums=0)
 
     compiles = []

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
+from jax.flatten_util import ravel_pytree
 
 from jaxrl_async import distributions as D
 from jaxrl_async.agents.base import Agent, BuildContext
@@ -108,7 +109,8 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         actor_key, critic_key = jax.random.split(key)
         dummy = jnp.zeros((1, *spec.obs_shape), jnp.float32)
         params = {"actor": actor.init(actor_key, dummy), "critic": critic.init(critic_key, dummy)}
-        return PPOState(params, optimizer.init(params))
+        # The optimizer works on the parameters as one flat vector (see learn).
+        return PPOState(params, optimizer.init(ravel_pytree(params)[0]))
 
     def act(params, obs, key):
         out = actor.apply(params["actor"], obs)
@@ -146,36 +148,57 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         }
         return total, metrics
 
-    def sgd_step(state: PPOState, mb):
-        grads, metrics = jax.grad(loss_fn, has_aux=True)(state.params, mb)
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        metrics["grad_norm"] = optax.tree.norm(grads)
-        return PPOState(optax.apply_updates(state.params, updates), opt_state), metrics
-
     def learn(state: PPOState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
         T, B = traj.reward.shape
         obs_both = jnp.concatenate([traj.obs, traj.next_obs]).reshape(2 * T * B, *spec.obs_shape)
         values, next_values = critic.apply(state.params["critic"], obs_both).reshape(2, T, B)
-        terminated = traj.terminated.astype(jnp.float32)
-        truncated = traj.truncated.astype(jnp.float32)
-        rewards = config.reward_scale * traj.reward.astype(jnp.float32) + \
-            config.gamma * truncated * (1.0 - terminated) * next_values
-        discounts = config.gamma * (1.0 - jnp.maximum(terminated, truncated))
-        advantages = gae(values, next_values[-1], rewards, discounts, config.gae_lambda)
+        advantages = advantages_with_truncation(
+            values, next_values, config.reward_scale * traj.reward.astype(jnp.float32),
+            traj.terminated, traj.truncated, config.gamma, config.gae_lambda)
         action = traj.action if spec.discrete else traj.extras["raw_action"]
         data = {"obs": traj.obs, "action": action, "log_prob": traj.extras["log_prob"],
                 "advantage": advantages, "target": advantages + values, "value": values}
         data = jax.tree.map(lambda x: x.reshape(T * B, *x.shape[2:]), data)
 
-        def epoch(state, epoch_key):
+        # One flat parameter vector through the SGD loop: the optimizer then runs as a
+        # handful of fused ops instead of several per parameter leaf (2x faster on CPU).
+        flat, unravel = ravel_pytree(state.params)
+        flat_loss = lambda flat, mb: loss_fn(unravel(flat), mb)  # noqa: E731
+
+        def sgd_step(carry, mb):
+            flat, opt_state = carry
+            grads, metrics = jax.grad(flat_loss, has_aux=True)(flat, mb)
+            updates, opt_state = optimizer.update(grads, opt_state, flat)
+            metrics["grad_norm"] = jnp.sqrt(jnp.sum(jnp.square(grads)))
+            return (flat + updates, opt_state), metrics
+
+        def epoch(carry, epoch_key):
             perm = jax.random.permutation(epoch_key, T * B)
             shuffled = jax.tree.map(
                 lambda x: x[perm].reshape(config.num_minibatches, minibatch_size, *x.shape[1:]),
                 data)
-            return jax.lax.scan(sgd_step, state, shuffled)
+            return jax.lax.scan(sgd_step, carry, shuffled)
 
-        state, metrics = jax.lax.scan(epoch, state, jax.random.split(key, config.num_epochs))
-        return state, jax.tree.map(jnp.mean, metrics)
+        (flat, opt_state), metrics = jax.lax.scan(
+            epoch, (flat, state.opt_state), jax.random.split(key, config.num_epochs))
+        return PPOState(unravel(flat), opt_state), jax.tree.map(jnp.mean, metrics)
 
     return Agent(init=init, act=act, learn=learn, data="trajectory")
+
+
+def advantages_with_truncation(values, next_values, rewards, terminated, truncated, gamma,
+                               lambda_):
+    """GAE where truncated episodes bootstrap from V(final observation). All [T, B].
+
+    values = V(x_t); next_values = V(x'_t), the observation after step t before any
+    auto-reset. δ_t = r_t + γ(1 − terminated_t)·V(x'_t) − V(x_t) and the trace is cut
+    wherever an episode ended. Folding γ·V(x'_t) into the reward of a truncating step
+    lets `gae` (which reads V(x_{t+1}) from `values`) see only terminations.
+    """
+    terminated = terminated.astype(jnp.float32)
+    truncated = truncated.astype(jnp.float32)
+    rewards = rewards + gamma * truncated * (1.0 - terminated) * next_values
+    discounts = gamma * (1.0 - jnp.maximum(terminated, truncated))
+    return gae(values, next_values[-1], rewards, discounts, lambda_)
+

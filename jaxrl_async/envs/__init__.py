@@ -1,23 +1,47 @@
-"""Environments: `make(name)` for every gymnax id, the spec check and the wrappers."""
+"""Environments: `make(name)` for every gymnax id, the spec check and the wrappers.
+
+gymnax is imported lazily: it pulls in scipy and seaborn (about 2 s), which a CLI
+call that fails on its config should not pay for.
+"""
 
 from __future__ import annotations
 
-import gymnax
+import jax
+import numpy as np
 
 from jaxrl_async.envs.spec import EnvSpec, check_env, spec_of
-from jaxrl_async.envs.wrappers import EpisodeStatistics, NormalizeObservation, VecEnv
-from jaxrl_async.errors import EnvSpecError, ConfigError
+from jaxrl_async.envs.wrappers import (CastObservation, EpisodeStatistics, NormalizeObservation,
+                                       VecEnv)
+from jaxrl_async.errors import ConfigError, EnvSpecError, UserError
 
 
 def registered_envs() -> list[str]:
+    import gymnax
+
     return list(gymnax.registered_envs)
 
 
 def make(name: str, **kwargs):
-    """(env, default_params) for a gymnax id; ConfigError for an unknown one."""
+    """(env, default_params) for a gymnax id; ConfigError for an unknown one.
+
+    A few gymnax envs emit observations of another dtype than their space declares
+    (Catch-bsuite, FourRooms-misc); those are cast to the declared dtype so they pass
+    `check_env` like any other.
+    """
+    import gymnax
+
     if name not in gymnax.registered_envs:
         raise ConfigError(f"unknown env {name!r} (run `jaxrl-async envs` for the list)")
-    return gymnax.make(name, **kwargs)
+    try:
+        env, params = gymnax.make(name, **kwargs)
+    except Exception as e:  # e.g. MNISTBandit downloads MNIST in its constructor
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise UserError(f"cannot build env {name!r}: {type(e).__name__}: {first}") from None
+    declared = np.dtype(env.observation_space(params).dtype)
+    obs, _ = jax.eval_shape(env.reset, jax.random.key(0), params)
+    if np.dtype(obs.dtype) != declared:
+        env = CastObservation(env, declared)
+    return env, params
 
 
 def make_batched(env, num_envs: int, normalize_obs: bool = False):
@@ -26,5 +50,6 @@ def make_batched(env, num_envs: int, normalize_obs: bool = False):
     return NormalizeObservation(batched) if normalize_obs else batched
 
 
-__all__ = ["EnvSpec", "EnvSpecError", "EpisodeStatistics", "NormalizeObservation", "VecEnv",
-           "check_env", "make", "make_batched", "registered_envs", "spec_of"]
+__all__ = ["CastObservation", "EnvSpec", "EnvSpecError", "EpisodeStatistics",
+           "NormalizeObservation", "VecEnv", "check_env", "make", "make_batched",
+           "registered_envs", "spec_of"]

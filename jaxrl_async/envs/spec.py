@@ -62,7 +62,7 @@ def check_env(env, params) -> EnvSpec:
     Raises EnvSpecError with one line naming the first disagreement.
     """
     spec = spec_of(env, params)
-    key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+    key = jax.random.key(0)
     action = jax.ShapeDtypeStruct(spec.action_shape, spec.action_dtype)
     try:
         reset_out = jax.eval_shape(env.reset, key, params)

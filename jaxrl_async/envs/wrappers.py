@@ -32,6 +32,23 @@ class Wrapper:
         return self._env.action_space(params)
 
 
+class CastObservation(Wrapper):
+    """Casts observations (and info["final_observation"]) to `dtype`."""
+
+    def __init__(self, env, dtype):
+        super().__init__(env)
+        self.dtype = dtype
+
+    def reset(self, key, params=None):
+        obs, state = self._env.reset(key, params)
+        return obs.astype(self.dtype), state
+
+    def step(self, key, state, action, params=None):
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
+        info = {**info, "final_observation": info["final_observation"].astype(self.dtype)}
+        return obs.astype(self.dtype), state, reward, terminated, truncated, info
+
+
 @struct.dataclass
 class EpisodeStatsState:
     env_state: Any
