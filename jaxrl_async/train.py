@@ -49,6 +49,23 @@ def configure_compile_cache(enabled: bool) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
+class _CacheCounter:
+    """Counts persistent-cache hits and misses (JAX reports them as monitoring events)."""
+
+    def __init__(self):
+        self.hits = self.misses = 0
+        jax.monitoring.register_event_listener(self._on_event)
+
+    def _on_event(self, event: str, **kwargs) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            self.hits += 1
+        elif event == "/jax/compilation_cache/cache_misses":
+            self.misses += 1
+
+
+_CACHE = _CacheCounter()
+
+
 def default_run_dir(config: Config, root: str | Path = "runs") -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     path = Path(root) / f"{config.name}-{stamp}"
@@ -106,8 +123,11 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         (run_dir / "config.yaml").write_text(config.to_yaml())
 
     compile_start = time.perf_counter()
-    state, chunk = init_and_compile(pipeline, jax.random.key(config.train.seed, impl=config.train.prng), ticks)
+    hits, misses = _CACHE.hits, _CACHE.misses
+    state, chunk = init_and_compile(
+        pipeline, jax.random.key(config.train.seed, impl=config.train.prng), ticks)
     compile_seconds = time.perf_counter() - compile_start
+    hits, misses = _CACHE.hits - hits, _CACHE.misses - misses
 
     sinks: list = list(callbacks)
     closers: list = []
@@ -155,6 +175,8 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         "sps": env_steps / loop_seconds,
         "final_return": returns[-1] if returns else None,
         "compile_seconds": compile_seconds,
+        "compile_cache_hits": hits,
+        "compile_cache_misses": misses,
         "train_seconds": loop_seconds,
         "wall_seconds": time.perf_counter() - start,
         "jax_version": jax.__version__,

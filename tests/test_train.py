@@ -113,3 +113,19 @@ def test_cli_train_writes_run_directory(cli, tmp_path):
     assert summary["env_steps"] == 4096 and summary["sps"] > 0
     assert math.isfinite(summary["final_return"])
     assert list(run_dir.glob("events.out.tfevents.*")), "no TensorBoard event file"
+
+
+def test_second_start_loads_programs_from_the_compile_cache(cli, tmp_path):
+    cache = tmp_path / "xla-cache"
+    summaries = []
+    for attempt in range(2):
+        run_dir = tmp_path / f"run{attempt}"
+        proc = cli("train", *SMALL, "--run-dir", str(run_dir), cwd=tmp_path,
+                   env={"JAX_COMPILATION_CACHE_DIR": str(cache)})
+        assert proc.returncode == 0, proc.stderr
+        summaries.append(json.loads((run_dir / "summary.json").read_text()))
+    cold, warm = summaries
+    assert cold["compile_cache_hits"] == 0 and cold["compile_cache_misses"] >= 2
+    assert warm["compile_cache_misses"] == 0 and warm["compile_cache_hits"] >= 2
+    assert any(cache.iterdir())
+    assert cold["final_return"] == warm["final_return"]
