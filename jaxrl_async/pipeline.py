@@ -115,7 +115,16 @@ def init_and_compile(pipeline: Pipeline, key, num_ticks: int):
     return jax.block_until_ready(state), chunk
 
 
-def ticks_per_call(num_updates: int, target: int) -> int:
-    """The largest divisor of num_updates not above target, so chunks tile the run exactly."""
+def plan_calls(num_updates: int, target: int) -> tuple[int, int]:
+    """(ticks per host call, host calls): every call runs the same compiled chunk.
+
+    Prefers the largest divisor of num_updates not above `target`; when that is under
+    half the target (num_updates prime, say) the run is shortened to a whole number
+    of target-sized calls instead, dropping fewer than `target` updates, rather than
+    compiling a second program for the remainder.
+    """
     target = max(1, min(target, num_updates))
-    return max(d for d in range(1, target + 1) if num_updates % d == 0)
+    ticks = max(d for d in range(1, target + 1) if num_updates % d == 0)
+    if 2 * ticks < target:
+        ticks = target
+    return ticks, num_updates // ticks

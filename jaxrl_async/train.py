@@ -19,7 +19,7 @@ from jaxrl_async.agents import BuildContext, make_agent
 from jaxrl_async.config import Config
 from jaxrl_async.errors import UserError
 from jaxrl_async.logging import JsonlSink, Progress, TensorBoardSink, emit
-from jaxrl_async.pipeline import init_and_compile, make_pipeline, ticks_per_call
+from jaxrl_async.pipeline import init_and_compile, make_pipeline, plan_calls
 
 
 @dataclasses.dataclass
@@ -98,6 +98,7 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     """
     start = time.perf_counter()
     configure_compile_cache(config.train.compile_cache)
+    env_name = config.env.name if env is None else type(env).__name__
     if env is None:
         env, default_params = envs_lib.make(config.env.name)
     else:
@@ -105,15 +106,14 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     env_params = default_params if env_params is None else env_params
     spec = envs_lib.check_env(env, env_params)
 
-    num_updates = config.num_updates
     batch = config.batch_size
+    ticks, num_calls = plan_calls(config.num_updates, max(1, config.train.log_every // batch))
+    num_updates = ticks * num_calls
     agent = make_agent(config.agent, BuildContext(spec, config.env.num_envs,
                                                   config.pipeline.rollout_len, num_updates))
     batched_env = envs_lib.make_batched(env, config.env.num_envs, config.env.normalize_obs)
     pipeline = make_pipeline(agent, batched_env, env_params, config.pipeline.rollout_len,
                              config.pipeline.unroll)
-    ticks = ticks_per_call(num_updates, max(1, config.train.log_every // batch))
-    num_calls = num_updates // ticks
 
     if run_dir is not None:
         run_dir = Path(run_dir)
@@ -167,7 +167,7 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     returns = [r["episode_return"] for r in records if math.isfinite(r["episode_return"])]
     summary = {
         "config": config.name,
-        "env": config.env.name if env is None or config.env.name else type(env).__name__,
+        "env": env_name,
         "agent": config.agent.name,
         "seed": config.train.seed,
         "env_steps": env_steps,

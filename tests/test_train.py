@@ -129,3 +129,14 @@ def test_second_start_loads_programs_from_the_compile_cache(cli, tmp_path):
     assert warm["compile_cache_misses"] == 0 and warm["compile_cache_hits"] >= 2
     assert any(cache.iterdir())
     assert cold["final_return"] == warm["final_return"]
+
+
+@pytest.mark.parametrize("num_updates,target,expected", [
+    (976, 61, (61, 16)), (976, 64, (61, 16)), (12, 100, (12, 1)), (97, 10, (10, 9)),
+    (1, 8, (1, 1)), (100, 7, (5, 20))])
+def test_plan_calls_tiles_the_run_with_one_program(num_updates, target, expected):
+    from jaxrl_async.pipeline import plan_calls
+
+    ticks, calls = plan_calls(num_updates, target)
+    assert (ticks, calls) == expected
+    assert ticks * calls <= num_updates and num_updates - ticks * calls < target
