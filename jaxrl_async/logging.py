@@ -45,6 +45,7 @@ class Progress:
     """A tqdm bar over env steps with SPS and the latest return; silent when disabled."""
 
     def __init__(self, total: int, enabled: bool, desc: str = "train"):
+        self._enabled = enabled  # tqdm sets `disable` when closed; the summary comes after
         self._bar = tqdm(total=total, unit="step", unit_scale=True, desc=desc,
                          disable=not enabled, dynamic_ncols=True, smoothing=0.3)
 
@@ -56,9 +57,8 @@ class Progress:
         self._bar.update(int(record["env_steps"]) - self._bar.n)
 
     def write(self, line: str) -> None:
-        if self._bar.disable:
-            return
-        tqdm.write(line)
+        if self._enabled:
+            tqdm.write(line)
 
     def close(self) -> None:
         self._bar.close()

@@ -98,8 +98,12 @@ def test_second_chunk_call_does_not_compile(small_config):
 
 def test_cli_train_writes_run_directory(cli, tmp_path):
     run_dir = tmp_path / "run"
-    proc = cli("train", "ppo_cartpole", *SMALL, "--run-dir", str(run_dir), cwd=tmp_path)
+    proc = cli("train", "ppo_cartpole", *SMALL, "train.progress=true", "--run-dir", str(run_dir),
+               cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    summary_line = proc.stdout.strip().splitlines()[-1]
+    assert "4,096 steps" in summary_line and "SPS" in summary_line and str(run_dir) in summary_line
+    assert "4.10k/4.10k" in proc.stderr, "the progress bar did not reach the end"
     assert (run_dir / "config.yaml").is_file()
     reloaded = jaxrl_async.load_config(run_dir / "config.yaml")
     assert reloaded.env.num_envs == 4 and reloaded.agent.hidden_sizes == (16, 16)
