@@ -46,11 +46,20 @@ class EnvConfig:
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
     rollout_len: int = 128
+    # Updates between the parameters that act and the learner that consumes their data:
+    # 0 is synchronous; L >= 1 double-buffers the trajectory and acts with a queue of the
+    # last L parameter versions (see pipeline.py).
+    lag: int = 0
+    # Skip learner updates on data produced more than this many updates ago; -1: never.
+    max_staleness: int = -1
     # lax.scan unroll of the rollout: fewer loop iterations on CPU, longer compile.
     unroll: int = 1
 
     def __post_init__(self):
         require(self.rollout_len >= 1, "pipeline.rollout_len", self.rollout_len, ">= 1")
+        require(self.lag >= 0, "pipeline.lag", self.lag, ">= 0")
+        require(self.max_staleness >= -1, "pipeline.max_staleness", self.max_staleness,
+                ">= -1 (-1: no bound)")
         require(self.unroll >= 1, "pipeline.unroll", self.unroll, ">= 1")
 
 

@@ -1,9 +1,17 @@
-"""The tick: act in every env for a rollout, then learn from it, as one XLA program.
+"""The tick: act in every env for a rollout, learn from a trajectory, as one XLA program.
 
 `tick(state) -> (state, metrics)` is scanned K times per host call by
-`make_chunk`; the host compiles that chunk once (`compile_chunk`, state donated)
-and calls it until the run is done. Everything here is a pure function of a
-PipelineState pytree.
+`make_chunk`; the host compiles that chunk once (state donated) and calls it until
+the run is done. Everything here is a pure function of a PipelineState pytree.
+
+`lag` sets how the actor and the learner meet:
+- lag 0: synchronous. The actor rolls out with the learner's parameters and the
+  learner updates on that trajectory in the same tick.
+- lag L >= 1: double-buffered. The learner updates on the trajectory the actor wrote
+  in the previous tick (`in_flight`) while the actor rolls out the next one with the
+  oldest of the last L parameter versions (`actor_params`, a queue). Inside a tick
+  the two share no data, so XLA (or two devices) may run them at once; the data the
+  learner consumes is always exactly L updates old after the first L ticks.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ class Transition(NamedTuple):
     truncated: jax.Array  # ends the episode, bootstraps from next_obs
     next_obs: jax.Array  # the observation after the step, before any auto-reset
     extras: dict  # what the actor recorded (log-probabilities, raw actions, ...)
+    version: jax.Array  # int32: learner updates behind the parameters that acted
 
 
 @struct.dataclass
@@ -36,19 +45,30 @@ class PipelineState:
     env_state: Any
     obs: jax.Array  # [B, ...] the observation each env shows now
     key: jax.Array
-    updates: jax.Array  # learner updates done so far
+    updates: jax.Array  # learner updates done so far: the learner's parameter version
+    # lag >= 1 only (None otherwise):
+    actor_params: Any = None  # [L, ...] the last L parameter versions, oldest first
+    actor_versions: Any = None  # [L]
+    in_flight: Any = None  # Transition [T, B, ...] written last tick, learned on this tick
 
 
 class Pipeline(NamedTuple):
     init: Callable[[jax.Array], PipelineState]
     tick: Callable[[PipelineState], tuple[PipelineState, dict]]
-    rollout: Callable  # (params, env_state, obs, key) -> (env_state, obs, traj, episode stats)
+    rollout: Callable  # (params, env_state, obs, key[, version]) -> (env_state, obs, traj, stats)
 
 
-def make_pipeline(agent: Agent, env, env_params, rollout_len: int, unroll: int = 1) -> Pipeline:
-    """`env` is batched (a VecEnv, possibly wrapped); its info carries episode statistics."""
+def make_pipeline(agent: Agent, env, env_params, rollout_len: int, unroll: int = 1,
+                  lag: int = 0, max_staleness: int = -1) -> Pipeline:
+    """`env` is batched (a VecEnv, possibly wrapped); its info carries episode statistics.
 
-    def rollout(params, env_state, obs, key):
+    `max_staleness` >= 0 skips (masks) a learner update whose data was produced by
+    parameters more than that many updates old; -1 never skips.
+    """
+    if lag < 0:
+        raise ValueError(f"lag must be >= 0, got {lag}")
+
+    def rollout(params, env_state, obs, key, version=0):
         def step(carry, step_key):
             env_state, obs = carry
             act_key, env_key = jax.random.split(step_key)
@@ -56,7 +76,8 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, unroll: int =
             next_obs, env_state, reward, terminated, truncated, info = env.step(
                 env_key, env_state, action, env_params)
             transition = Transition(obs, action, reward, terminated, truncated,
-                                    info["final_observation"], extras)
+                                    info["final_observation"], extras,
+                                    jnp.full(reward.shape, version, jnp.int32))
             episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
             return (env_state, next_obs), (transition, episodes)
 
@@ -70,17 +91,55 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, unroll: int =
     def init(key):
         reset_key, agent_key, key = jax.random.split(key, 3)
         obs, env_state = env.reset(reset_key, env_params)
-        return PipelineState(agent.init(agent_key), env_state, obs, key, jnp.int32(0))
+        learner = agent.init(agent_key)
+        state = PipelineState(learner, env_state, obs, key, jnp.int32(0))
+        if lag == 0:
+            return state
+        # Fill the double buffer: one rollout with the initial parameters.
+        key, prefill_key = jax.random.split(key)
+        env_state, obs, traj, _ = rollout(learner.params, env_state, obs, prefill_key)
+        queue = jax.tree.map(lambda p: jnp.broadcast_to(p, (lag, *p.shape)), learner.params)
+        return state.replace(env_state=env_state, obs=obs, key=key, actor_params=queue,
+                             actor_versions=jnp.zeros((lag,), jnp.int32), in_flight=traj)
 
-    def tick(state: PipelineState):
+    def learn(state: PipelineState, traj, key):
+        """The learner's update on `traj`, masked when its data is too stale."""
+        staleness = state.updates - traj.version[0, 0]
+        learner, metrics = agent.learn(state.learner, traj, key)
+        updated = jnp.bool_(True) if max_staleness < 0 else staleness <= max_staleness
+        if max_staleness >= 0:
+            learner = jax.tree.map(lambda new, old: jnp.where(updated, new, old),
+                                   learner, state.learner)
+        metrics = {**metrics, "policy_lag": staleness.astype(jnp.float32),
+                   "policy_lag_max": staleness.astype(jnp.float32),
+                   "skipped_updates": 1.0 - updated.astype(jnp.float32)}
+        return learner, state.updates + updated.astype(jnp.int32), metrics
+
+    def tick_sync(state: PipelineState):
         key, rollout_key, learn_key = jax.random.split(state.key, 3)
         env_state, obs, traj, stats = rollout(state.learner.params, state.env_state, state.obs,
-                                              rollout_key)
-        learner, metrics = agent.learn(state.learner, traj, learn_key)
-        state = PipelineState(learner, env_state, obs, key, state.updates + 1)
+                                              rollout_key, state.updates)
+        learner, updates, metrics = learn(state, traj, learn_key)
+        state = state.replace(learner=learner, env_state=env_state, obs=obs, key=key,
+                              updates=updates)
         return state, {**metrics, **stats}
 
-    return Pipeline(init=init, tick=tick, rollout=rollout)
+    def tick_async(state: PipelineState):
+        key, rollout_key, learn_key = jax.random.split(state.key, 3)
+        # Actor: the oldest queued parameters; nothing here reads the learner's output.
+        oldest = jax.tree.map(lambda q: q[0], state.actor_params)
+        env_state, obs, traj, stats = rollout(oldest, state.env_state, state.obs, rollout_key,
+                                              state.actor_versions[0])
+        # Learner: last tick's trajectory.
+        learner, updates, metrics = learn(state, state.in_flight, learn_key)
+        push = lambda queue, new: jnp.concatenate([queue[1:], new[None]])  # noqa: E731
+        state = state.replace(
+            learner=learner, env_state=env_state, obs=obs, key=key, updates=updates,
+            actor_params=jax.tree.map(push, state.actor_params, learner.params),
+            actor_versions=push(state.actor_versions, updates), in_flight=traj)
+        return state, {**metrics, **stats}
+
+    return Pipeline(init=init, tick=tick_sync if lag == 0 else tick_async, rollout=rollout)
 
 
 def make_chunk(tick, num_ticks: int):

@@ -85,7 +85,8 @@ def _aggregate(chunk_metrics: dict, env_steps: int, wall: float, sps: float) -> 
     record = {"env_steps": env_steps, "wall_seconds": wall, "sps": sps, "episodes": episodes,
               "episode_return": ret_sum / episodes if episodes else math.nan,
               "episode_length": len_sum / episodes if episodes else math.nan}
-    record.update({k: float(np.mean(v)) for k, v in m.items()})
+    record.update({k: float(np.max(v) if k.endswith("_max") else np.mean(v))
+                   for k, v in m.items()})
     return record
 
 
@@ -113,7 +114,8 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
                                                   config.pipeline.rollout_len, num_updates))
     batched_env = envs_lib.make_batched(env, config.env.num_envs, config.env.normalize_obs)
     pipeline = make_pipeline(agent, batched_env, env_params, config.pipeline.rollout_len,
-                             config.pipeline.unroll)
+                             config.pipeline.unroll, config.pipeline.lag,
+                             config.pipeline.max_staleness)
 
     if run_dir is not None:
         run_dir = Path(run_dir)
