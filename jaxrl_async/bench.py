@@ -29,13 +29,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxrl_async import envs as envs_lib
 from jaxrl_async._xla_flags import SCHEDULER_FLAG
-from jaxrl_async.agents import BuildContext, make_agent
 from jaxrl_async.config import Config, load_config
 from jaxrl_async.errors import UserError
-from jaxrl_async.pipeline import make_pipeline
-from jaxrl_async.train import configure_compile_cache, train
+from jaxrl_async.train import build_pipeline, configure_compile_cache, train
 
 BENCH_OVERRIDES = ("pipeline.rollout_len=128", "agent.num_minibatches=4", "train.progress=false")
 BENCH_OWNED = ("env.num_envs", "train.total_steps")  # set per measurement by the bench
@@ -76,12 +73,8 @@ def spread(values: list[float]) -> dict:
 def measure_ceiling(config: Config, seconds: float, repeats: int) -> dict:
     """Env steps per second of `pipeline.rollout` alone, looped on device, compile excluded."""
     configure_compile_cache(config.train.compile_cache)
-    env, env_params = envs_lib.make(config.env.name)
-    spec = envs_lib.check_env(env, env_params)
     num_envs, rollout_len = config.env.num_envs, config.pipeline.rollout_len
-    agent = make_agent(config.agent, BuildContext(spec, num_envs, rollout_len, config.num_updates))
-    batched_env = envs_lib.make_batched(env, num_envs, config.env.normalize_obs)
-    pipeline = make_pipeline(agent, batched_env, env_params, rollout_len, config.pipeline.unroll)
+    pipeline, _ = build_pipeline(config)
 
     # The rollout count is an argument, not a shape: one compile serves calibration and timing.
     def run(carry, params, num_rollouts):
@@ -94,7 +87,7 @@ def measure_ceiling(config: Config, seconds: float, repeats: int) -> dict:
         return jax.lax.fori_loop(0, num_rollouts, body, carry)
 
     start = time.perf_counter()
-    state = jax.block_until_ready(jax.jit(pipeline.init)(jax.random.key(config.train.seed, impl=config.train.prng)))
+    state = jax.block_until_ready(jax.jit(pipeline.init)(jax.random.key(config.train.seed, impl=config.prng_impl)))
     init_seconds = time.perf_counter() - start
     params = state.learner.params
     carry = (state.env_state, state.obs, state.key, jax.numpy.int32(0))

@@ -23,7 +23,7 @@ from jaxrl_async.agents import AGENT_CONFIGS
 from jaxrl_async.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
-PRNG_IMPLS = ("philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
+PRNG_IMPLS = ("auto", "philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
 _OVERRIDE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+=")
 
 
@@ -52,6 +52,8 @@ class PipelineConfig:
     lag: int = 0
     # Skip learner updates on data produced more than this many updates ago; -1: never.
     max_staleness: int = -1
+    # Local devices the env batch and the learner's batch are split over (0: all).
+    devices: int = 0
     # lax.scan unroll of the rollout: fewer loop iterations on CPU, longer compile.
     unroll: int = 1
 
@@ -61,6 +63,7 @@ class PipelineConfig:
         require(self.max_staleness >= -1, "pipeline.max_staleness", self.max_staleness,
                 ">= -1 (-1: no bound)")
         require(self.unroll >= 1, "pipeline.unroll", self.unroll, ">= 1")
+        require(self.devices >= 0, "pipeline.devices", self.devices, ">= 0 (0: all local devices)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,9 +75,11 @@ class TrainConfig:
     log_every: int = 32_768
     progress: bool = True
     compile_cache: bool = True
-    # Counter-based PRNG of the run's keys. Philox is unrolled on CPU; JAX lowers
-    # threefry there as a rolled loop, which made the 4-env rollout ~1.5x slower.
-    prng: str = "philox4x32"
+    # Counter-based PRNG of the run's keys. "auto": philox4x32 on one device (JAX lowers
+    # threefry on CPU as a rolled loop, ~1.5x slower for a 4-env rollout), threefry2x32
+    # on several (philox does not compile inside a multi-device shard_map in jax 0.10.2).
+    # Set one explicitly for numbers that do not depend on the device count.
+    prng: str = "auto"
 
     def __post_init__(self):
         require(self.total_steps >= 1, "train.total_steps", self.total_steps, ">= 1")
@@ -103,6 +108,14 @@ class Config:
     @property
     def num_updates(self) -> int:
         return self.train.total_steps // self.batch_size
+
+    @property
+    def prng_impl(self) -> str:
+        """The PRNG implementation `train.prng` resolves to on this machine."""
+        if self.train.prng != "auto":
+            return self.train.prng
+        devices = self.pipeline.devices or _local_device_count()
+        return "philox4x32" if devices == 1 else "threefry2x32"
 
     def to_yaml(self) -> str:
         return OmegaConf.to_yaml(OmegaConf.structured(self))
@@ -205,9 +218,25 @@ def validate(config: Config) -> None:
     """Checks that span sections (shapes that must divide, budgets that must fit)."""
     require(config.num_updates >= 1, "train.total_steps", config.train.total_steps,
             f">= env.num_envs * pipeline.rollout_len = {config.batch_size}")
+    devices = config.pipeline.devices or _local_device_count()
+    if config.pipeline.devices > _local_device_count():
+        raise ConfigError(f"pipeline.devices={config.pipeline.devices} but only "
+                          f"{_local_device_count()} local devices")
+    if config.env.num_envs % devices:
+        raise ConfigError(f"env.num_envs={config.env.num_envs} does not split over {devices} "
+                          f"devices (set pipeline.devices or a multiple of {devices} envs)")
+    if devices > 1 and config.train.prng == "philox4x32":
+        raise ConfigError("train.prng=philox4x32 does not compile on several devices with this "
+                          "JAX; use threefry2x32 (or auto)")
     check = getattr(config.agent, "check", None)
     if check is not None:
         check(config)
+
+
+def _local_device_count() -> int:
+    import jax
+
+    return jax.local_device_count()
 
 
 def replace(config: Config, **sections: dict) -> Config:

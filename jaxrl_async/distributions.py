@@ -9,8 +9,9 @@ import numpy as np
 _LOG_2PI = float(np.log(2 * np.pi))
 
 
-def categorical_sample(key, logits):
-    return jax.random.categorical(key, logits).astype(jnp.int32)
+def categorical_sample(keys, logits):
+    """One draw per row of logits [B, A], with keys [B] (one per env)."""
+    return jax.vmap(jax.random.categorical)(keys, logits).astype(jnp.int32)
 
 
 def categorical_log_prob(logits, action):
@@ -23,8 +24,10 @@ def categorical_entropy(logits):
     return -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
 
 
-def gaussian_sample(key, mean, log_std):
-    return mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
+def gaussian_sample(keys, mean, log_std):
+    """One draw per row of mean [B, A], with keys [B] (one per env)."""
+    noise = jax.vmap(lambda k: jax.random.normal(k, mean.shape[1:], mean.dtype))(keys)
+    return mean + jnp.exp(log_std) * noise
 
 
 def gaussian_log_prob(mean, log_std, action):

@@ -25,6 +25,8 @@ from flax import struct
 
 from jaxrl_async.agents.base import Agent
 
+AXIS = "data"  # the mesh axis the env batch is split over
+
 
 class Transition(NamedTuple):
     """One env step of every env; a trajectory stacks them time-major [T, B, ...]."""
@@ -42,7 +44,7 @@ class Transition(NamedTuple):
 @struct.dataclass
 class PipelineState:
     learner: Any
-    env_state: Any
+    env_state: Any  # [B, ...] per env (sharded over the mesh)
     obs: jax.Array  # [B, ...] the observation each env shows now
     key: jax.Array
     updates: jax.Array  # learner updates done so far: the learner's parameter version
@@ -50,31 +52,82 @@ class PipelineState:
     actor_params: Any = None  # [L, ...] the last L parameter versions, oldest first
     actor_versions: Any = None  # [L]
     in_flight: Any = None  # Transition [T, B, ...] written last tick, learned on this tick
+    in_flight_version: Any = None  # the parameter version that wrote it
 
 
 class Pipeline(NamedTuple):
-    init: Callable[[jax.Array], PipelineState]
-    tick: Callable[[PipelineState], tuple[PipelineState, dict]]
-    rollout: Callable  # (params, env_state, obs, key[, version]) -> (env_state, obs, traj, stats)
+    """Device-parallel programs over a 1-D mesh (axis AXIS); one device is a mesh of one.
+
+    init:    key -> PipelineState (placed on the mesh)
+    tick:    state -> (state, metrics)
+    chunk:   num_ticks -> (state -> (state, metrics [K])), the program the host calls
+    rollout: (params, env_state, obs, key) -> (env_state, obs, trajectory, episode stats)
+    learn:   (learner_state, trajectory, key) -> (learner_state, metrics), the agent's
+             update with the trajectory split over the mesh
+    """
+
+    init: Callable
+    tick: Callable
+    chunk: Callable[[int], Callable]
+    rollout: Callable
+    learn: Callable
+    mesh: jax.sharding.Mesh
 
 
-def make_pipeline(agent: Agent, env, env_params, rollout_len: int, unroll: int = 1,
-                  lag: int = 0, max_staleness: int = -1) -> Pipeline:
+def make_mesh(num_devices: int = 0) -> jax.sharding.Mesh:
+    """A 1-D mesh over the first `num_devices` local devices (0: all of them)."""
+    devices = jax.local_devices()
+    n = len(devices) if num_devices == 0 else num_devices
+    if not 1 <= n <= len(devices):
+        raise ValueError(f"asked for {n} devices, {len(devices)} available")
+    return jax.make_mesh((n,), (AXIS,), devices=devices[:n])
+
+
+def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int, *,
+                  unroll: int = 1, lag: int = 0, max_staleness: int = -1,
+                  mesh: jax.sharding.Mesh | None = None) -> Pipeline:
     """`env` is batched (a VecEnv, possibly wrapped); its info carries episode statistics.
 
+    The env batch, its states and trajectories are split over the mesh; parameters
+    and keys are replicated. Every env draws its randomness from the step key folded
+    with its global index, so results do not depend on the number of devices.
     `max_staleness` >= 0 skips (masks) a learner update whose data was produced by
     parameters more than that many updates old; -1 never skips.
     """
     if lag < 0:
         raise ValueError(f"lag must be >= 0, got {lag}")
+    mesh = make_mesh(1) if mesh is None else mesh
+    if num_envs % mesh.size:
+        raise ValueError(f"{num_envs} envs do not split over {mesh.size} devices")
+    local_envs = num_envs // mesh.size
+    P = jax.sharding.PartitionSpec
+
+    def env_keys(key):
+        """One key per local env: `key` folded with the env's global index."""
+        first = jax.lax.axis_index(AXIS) * local_envs
+        return jax.vmap(jax.random.fold_in, (None, 0))(key, first + jnp.arange(local_envs))
+
+    def cast(x):
+        try:
+            return jax.lax.pcast(x, (AXIS,), to="varying")
+        except ValueError:  # already varying
+            return x
+
+    def varying(tree, specs=P(AXIS)):
+        """Mark per-env values (those split along AXIS by `specs`, a prefix of `tree`) as
+        differing across devices: a fresh reset may look uniform to shard_map."""
+        return jax.tree.map(lambda spec, sub: jax.tree.map(cast, sub) if AXIS in spec else sub,
+                            specs, tree)
 
     def rollout(params, env_state, obs, key, version=0):
+        env_state, obs = varying((env_state, obs), (env.partition_spec(AXIS), P(AXIS)))
+
         def step(carry, step_key):
             env_state, obs = carry
-            act_key, env_key = jax.random.split(step_key)
-            action, extras = agent.act(params, obs, act_key)
+            keys = jax.vmap(jax.random.split)(env_keys(step_key))
+            action, extras = agent.act(params, obs, keys[:, 0])
             next_obs, env_state, reward, terminated, truncated, info = env.step(
-                env_key, env_state, action, env_params)
+                keys[:, 1], env_state, action, env_params)
             transition = Transition(obs, action, reward, terminated, truncated,
                                     info["final_observation"], extras,
                                     jnp.full(reward.shape, version, jnp.int32))
@@ -86,11 +139,12 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, unroll: int =
         stats = {"episodes": done.sum(dtype=jnp.int32),
                  "episode_return_sum": ret.sum(dtype=jnp.float32),
                  "episode_length_sum": length.sum(dtype=jnp.float32)}
-        return env_state, obs, traj, stats
+        return env_state, obs, varying(traj), jax.lax.psum(stats, AXIS)
 
     def init(key):
         reset_key, agent_key, key = jax.random.split(key, 3)
-        obs, env_state = env.reset(reset_key, env_params)
+        obs, env_state = varying(env.reset(env_keys(reset_key), env_params),
+                                 (P(AXIS), env.partition_spec(AXIS)))
         learner = agent.init(agent_key)
         state = PipelineState(learner, env_state, obs, key, jnp.int32(0))
         if lag == 0:
@@ -100,11 +154,12 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, unroll: int =
         env_state, obs, traj, _ = rollout(learner.params, env_state, obs, prefill_key)
         queue = jax.tree.map(lambda p: jnp.broadcast_to(p, (lag, *p.shape)), learner.params)
         return state.replace(env_state=env_state, obs=obs, key=key, actor_params=queue,
-                             actor_versions=jnp.zeros((lag,), jnp.int32), in_flight=traj)
+                             actor_versions=jnp.zeros((lag,), jnp.int32), in_flight=traj,
+                             in_flight_version=jnp.int32(0))
 
-    def learn(state: PipelineState, traj, key):
+    def learn(state: PipelineState, traj, version, key):
         """The learner's update on `traj`, masked when its data is too stale."""
-        staleness = state.updates - traj.version[0, 0]
+        staleness = state.updates - version
         learner, metrics = agent.learn(state.learner, traj, key)
         updated = jnp.bool_(True) if max_staleness < 0 else staleness <= max_staleness
         if max_staleness >= 0:
@@ -119,7 +174,7 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, unroll: int =
         key, rollout_key, learn_key = jax.random.split(state.key, 3)
         env_state, obs, traj, stats = rollout(state.learner.params, state.env_state, state.obs,
                                               rollout_key, state.updates)
-        learner, updates, metrics = learn(state, traj, learn_key)
+        learner, updates, metrics = learn(state, traj, state.updates, learn_key)
         state = state.replace(learner=learner, env_state=env_state, obs=obs, key=key,
                               updates=updates)
         return state, {**metrics, **stats}
@@ -128,18 +183,37 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, unroll: int =
         key, rollout_key, learn_key = jax.random.split(state.key, 3)
         # Actor: the oldest queued parameters; nothing here reads the learner's output.
         oldest = jax.tree.map(lambda q: q[0], state.actor_params)
+        version = state.actor_versions[0]
         env_state, obs, traj, stats = rollout(oldest, state.env_state, state.obs, rollout_key,
-                                              state.actor_versions[0])
+                                              version)
         # Learner: last tick's trajectory.
-        learner, updates, metrics = learn(state, state.in_flight, learn_key)
+        learner, updates, metrics = learn(state, state.in_flight, state.in_flight_version,
+                                          learn_key)
         push = lambda queue, new: jnp.concatenate([queue[1:], new[None]])  # noqa: E731
         state = state.replace(
             learner=learner, env_state=env_state, obs=obs, key=key, updates=updates,
             actor_params=jax.tree.map(push, state.actor_params, learner.params),
-            actor_versions=push(state.actor_versions, updates), in_flight=traj)
+            actor_versions=push(state.actor_versions, updates), in_flight=traj,
+            in_flight_version=version)
         return state, {**metrics, **stats}
 
-    return Pipeline(init=init, tick=tick_sync if lag == 0 else tick_async, rollout=rollout)
+    specs = PipelineState(
+        learner=P(), env_state=env.partition_spec(AXIS), obs=P(AXIS), key=P(), updates=P(),
+        actor_params=P() if lag else None, actor_versions=P() if lag else None,
+        in_flight=P(None, AXIS) if lag else None, in_flight_version=P() if lag else None)
+    tick = tick_sync if lag == 0 else tick_async
+
+    def on_mesh(f, in_specs, out_specs):
+        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+
+    return Pipeline(
+        init=on_mesh(init, (P(),), specs),
+        tick=on_mesh(tick, (specs,), (specs, P())),
+        chunk=lambda num_ticks: on_mesh(make_chunk(tick, num_ticks), (specs,), (specs, P())),
+        rollout=on_mesh(rollout, (P(), env.partition_spec(AXIS), P(AXIS), P()),
+                        (env.partition_spec(AXIS), P(AXIS), P(None, AXIS), P())),
+        learn=on_mesh(agent.learn, (P(), P(None, AXIS), P()), (P(), P())),
+        mesh=mesh)
 
 
 def make_chunk(tick, num_ticks: int):
@@ -166,8 +240,7 @@ def init_and_compile(pipeline: Pipeline, key, num_ticks: int):
     init_lowered = jax.jit(pipeline.init).lower(key)
     abstract_state = init_lowered.out_info
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        chunk_future = pool.submit(compile_chunk, make_chunk(pipeline.tick, num_ticks),
-                                   abstract_state)
+        chunk_future = pool.submit(compile_chunk, pipeline.chunk(num_ticks), abstract_state)
         init = init_lowered.compile(compiler_options={"xla_backend_optimization_level": 0})
         state = init(key)
         chunk = chunk_future.result()

@@ -19,7 +19,7 @@ from jaxrl_async.agents import BuildContext, make_agent
 from jaxrl_async.config import Config
 from jaxrl_async.errors import UserError
 from jaxrl_async.logging import JsonlSink, Progress, TensorBoardSink, emit
-from jaxrl_async.pipeline import init_and_compile, make_pipeline, plan_calls
+from jaxrl_async.pipeline import AXIS, init_and_compile, make_mesh, make_pipeline, plan_calls
 
 
 @dataclasses.dataclass
@@ -90,6 +90,30 @@ def _aggregate(chunk_metrics: dict, env_steps: int, wall: float, sps: float) -> 
     return record
 
 
+def build_pipeline(config: Config, env=None, env_params=None, num_updates: int | None = None):
+    """(Pipeline, Agent) for `config`, on `env` if given (else `config.env.name`).
+
+    Checks the env against its declared spaces first (EnvSpecError on a mismatch).
+    `num_updates` sets the learning-rate schedule's length (default: the config's).
+    """
+    if env is None:
+        env, default_params = envs_lib.make(config.env.name)
+    else:
+        default_params = getattr(env, "default_params", None)
+    env_params = default_params if env_params is None else env_params
+    spec = envs_lib.check_env(env, env_params)
+    mesh = make_mesh(config.pipeline.devices)
+    agent = make_agent(config.agent, BuildContext(
+        spec, config.env.num_envs, config.pipeline.rollout_len,
+        config.num_updates if num_updates is None else num_updates, axis_name=AXIS))
+    batched_env = envs_lib.make_batched(env, config.env.normalize_obs, axis_name=AXIS)
+    pipeline = make_pipeline(agent, batched_env, env_params, config.pipeline.rollout_len,
+                             config.env.num_envs, unroll=config.pipeline.unroll,
+                             lag=config.pipeline.lag,
+                             max_staleness=config.pipeline.max_staleness, mesh=mesh)
+    return pipeline, agent
+
+
 def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | None = None,
           callbacks: Sequence[Callable[[dict], None]] = ()) -> TrainResult:
     """Train `config` (on `env` if given, any gymnax-API env); write to `run_dir` if given.
@@ -100,22 +124,10 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     start = time.perf_counter()
     configure_compile_cache(config.train.compile_cache)
     env_name = config.env.name if env is None else type(env).__name__
-    if env is None:
-        env, default_params = envs_lib.make(config.env.name)
-    else:
-        default_params = getattr(env, "default_params", None)
-    env_params = default_params if env_params is None else env_params
-    spec = envs_lib.check_env(env, env_params)
-
     batch = config.batch_size
     ticks, num_calls = plan_calls(config.num_updates, max(1, config.train.log_every // batch))
     num_updates = ticks * num_calls
-    agent = make_agent(config.agent, BuildContext(spec, config.env.num_envs,
-                                                  config.pipeline.rollout_len, num_updates))
-    batched_env = envs_lib.make_batched(env, config.env.num_envs, config.env.normalize_obs)
-    pipeline = make_pipeline(agent, batched_env, env_params, config.pipeline.rollout_len,
-                             config.pipeline.unroll, config.pipeline.lag,
-                             config.pipeline.max_staleness)
+    pipeline, _ = build_pipeline(config, env, env_params, num_updates)
 
     if run_dir is not None:
         run_dir = Path(run_dir)
@@ -127,7 +139,7 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     compile_start = time.perf_counter()
     hits, misses = _CACHE.hits, _CACHE.misses
     state, chunk = init_and_compile(
-        pipeline, jax.random.key(config.train.seed, impl=config.train.prng), ticks)
+        pipeline, jax.random.key(config.train.seed, impl=config.prng_impl), ticks)
     compile_seconds = time.perf_counter() - compile_start
     hits, misses = _CACHE.hits - hits, _CACHE.misses - misses
 
@@ -182,7 +194,7 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         "train_seconds": loop_seconds,
         "wall_seconds": time.perf_counter() - start,
         "jax_version": jax.__version__,
-        "devices": [str(d) for d in jax.devices()],
+        "devices": [str(d) for d in pipeline.mesh.devices.flat],
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
     if run_dir is not None:

@@ -15,7 +15,7 @@ from jaxrl_async.envs import (CastObservation, EnvSpec, EpisodeStatistics, VecEn
                               registered_envs)
 from jaxrl_async.errors import ConfigError, EnvSpecError
 from jaxrl_async.networks import ValueHead
-from jaxrl_async.pipeline import make_pipeline
+from jaxrl_async.pipeline import AXIS, make_pipeline
 from jaxrl_async.returns import gae
 
 # ---------------------------------------------------------------------------------------------
@@ -185,12 +185,12 @@ def test_episode_statistics_vmapped_equals_looped():
     actions = np.array([ACTIONS, [0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1]], np.int32)  # [B, T]
     base = EpisodeStatistics(WalkEnv())
     params = base.default_params
-    vec = VecEnv(base, num_envs=2)
-    obs, state = vec.reset(jax.random.PRNGKey(0), params)
+    vec = VecEnv(base)
+    obs, state = vec.reset(jax.random.split(jax.random.PRNGKey(0), 2), params)
     infos = []
     for t in range(actions.shape[1]):
         obs, state, reward, terminated, truncated, info = vec.step(
-            jax.random.PRNGKey(t), state, jnp.asarray(actions[:, t]), params)
+            jax.random.split(jax.random.PRNGKey(t), 2), state, jnp.asarray(actions[:, t]), params)
         infos.append(info)
     for b in range(2):
         _, (_, _, _, single) = _run_actions(base, params, actions[b].tolist())
@@ -261,8 +261,8 @@ def test_ppo_learn_bootstraps_truncated_steps_from_final_observation():
     config = PPOConfig(hidden_sizes=(8,), num_epochs=1, num_minibatches=1,
                        normalize_advantages=False, clip_value=False, ent_coef=0.0,
                        anneal_lr=False, gamma=0.9, gae_lambda=0.8)
-    agent = make_ppo(config, BuildContext(check_env(env, params), B, T, 1))
-    pipeline = make_pipeline(agent, make_batched(env, B), params, T)
+    agent = make_ppo(config, BuildContext(check_env(env, params), B, T, 1, axis_name=AXIS))
+    pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params, T, B)
     state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
     _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state, state.obs,
                                               jax.random.PRNGKey(1))
@@ -296,7 +296,7 @@ def test_ppo_learn_bootstraps_truncated_steps_from_final_observation():
     for wrong in (no_bootstrap, from_reset_obs):
         assert abs(wrong.mean() - expected.mean()) > 1e-3
 
-    _, metrics = jax.jit(agent.learn)(state.learner, traj, jax.random.PRNGKey(2))
+    _, metrics = jax.jit(pipeline.learn)(state.learner, traj, jax.random.PRNGKey(2))
     assert float(metrics["pg_loss"]) == pytest.approx(-expected.mean(), rel=1e-4, abs=1e-5)
     assert float(metrics["value_loss"]) == pytest.approx(0.5 * np.mean(expected**2),
                                                          rel=1e-4, abs=1e-5)
@@ -340,13 +340,13 @@ class NoiseEnv:
 
 def test_normalize_observation_running_stats_match_numpy():
     num_envs, steps = 8, 60
-    env = make_batched(NoiseEnv(), num_envs, normalize_obs=True)
-    obs, state = env.reset(jax.random.PRNGKey(0))
+    env = make_batched(NoiseEnv(), normalize_obs=True)
+    obs, state = env.reset(jax.random.split(jax.random.PRNGKey(0), num_envs))
     raw = [np.asarray(state.env_state.env_state.raw_obs)]
 
     @jax.jit
     def step(state, key):
-        return env.step(key, state, jnp.zeros(num_envs, jnp.int32))
+        return env.step(jax.random.split(key, num_envs), state, jnp.zeros(num_envs, jnp.int32))
 
     for key in jax.random.split(jax.random.PRNGKey(1), steps):
         obs, state, _, _, _, info = step(state, key)

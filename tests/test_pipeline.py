@@ -6,20 +6,16 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async import envs
-from jaxrl_async.agents import BuildContext, make_agent
-from jaxrl_async.pipeline import make_chunk, make_pipeline
+from jaxrl_async.train import build_pipeline
 
 SMALL = ["env.num_envs=4", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",
          "agent.num_minibatches=2", "agent.num_epochs=2", "train.total_steps=1024"]
 
 
 def _build(lag=0, max_staleness=-1):
-    config = jaxrl_async.load_config("ppo_cartpole", SMALL)
-    env, params = envs.make("CartPole-v1")
-    agent = make_agent(config.agent, BuildContext(envs.check_env(env, params), 4, 16, 16))
-    pipeline = make_pipeline(agent, envs.make_batched(env, 4), params, 16, lag=lag,
-                             max_staleness=max_staleness)
+    config = jaxrl_async.load_config("ppo_cartpole", SMALL + [
+        f"pipeline.lag={lag}", f"pipeline.max_staleness={max_staleness}"])
+    pipeline, agent = build_pipeline(config)
     return agent, pipeline, pipeline.init(jax.random.key(0, impl="philox4x32"))
 
 
@@ -31,7 +27,7 @@ def _leaves(tree):
 def test_lag0_tick_is_rollout_then_learn():
     """Synchronous PPO written out by hand equals the scanned pipeline, bitwise."""
     agent, pipeline, state = _build(lag=0)
-    final, metrics = jax.jit(make_chunk(pipeline.tick, 3))(state)
+    final, metrics = jax.jit(pipeline.chunk(3))(state)
 
     learner, env_state, obs, key = state.learner, state.env_state, state.obs, state.key
     losses = []
@@ -39,7 +35,7 @@ def test_lag0_tick_is_rollout_then_learn():
         key, rollout_key, learn_key = jax.random.split(key, 3)
         env_state, obs, traj, _ = jax.jit(pipeline.rollout)(learner.params, env_state, obs,
                                                             rollout_key)
-        learner, m = jax.jit(agent.learn)(learner, traj, learn_key)
+        learner, m = jax.jit(pipeline.learn)(learner, traj, learn_key)
         losses.append(m["loss"])
     for a, b in zip(_leaves(final.learner), _leaves(learner)):
         np.testing.assert_array_equal(a, b)
@@ -66,7 +62,7 @@ def test_actor_does_not_read_the_learner_within_a_tick(lag):
 @pytest.mark.parametrize("lag", [1, 2])
 def test_data_is_exactly_lag_updates_old(lag):
     _, pipeline, state = _build(lag=lag)
-    final, metrics = jax.jit(make_chunk(pipeline.tick, 6))(state)
+    final, metrics = jax.jit(pipeline.chunk(6))(state)
     staleness = np.asarray(metrics["policy_lag"])
     expected = np.minimum(np.arange(6), lag)  # the first ticks learn on fresher data
     np.testing.assert_array_equal(staleness, expected)
@@ -81,7 +77,7 @@ def test_data_is_exactly_lag_updates_old(lag):
 
 def test_max_staleness_skips_stale_updates():
     _, pipeline, state = _build(lag=1, max_staleness=0)
-    final, metrics = jax.jit(make_chunk(pipeline.tick, 6))(state)
+    final, metrics = jax.jit(pipeline.chunk(6))(state)
     # Fresh data at tick 0; then every other trajectory comes from a version the learner
     # has already moved past, and its update is skipped.
     np.testing.assert_array_equal(np.asarray(metrics["skipped_updates"]), [0, 1, 0, 1, 0, 1])

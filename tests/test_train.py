@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.pipeline import make_chunk
 
 from probe_envs import MatchContext
 
@@ -69,16 +68,11 @@ def test_same_seed_gives_identical_metrics_and_params(small_config):
 
 
 def test_second_chunk_call_does_not_compile(small_config):
-    from jaxrl_async import envs
-    from jaxrl_async.agents import BuildContext, make_agent
-    from jaxrl_async.pipeline import make_pipeline
+    from jaxrl_async.train import build_pipeline
 
-    env, params = envs.make(small_config.env.name)
-    spec = envs.check_env(env, params)
-    agent = make_agent(small_config.agent, BuildContext(spec, 4, 32, small_config.num_updates))
-    pipeline = make_pipeline(agent, envs.make_batched(env, 4), params, 32)
-    state = jax.jit(pipeline.init)(jax.random.key(0, impl=small_config.train.prng))
-    chunk = jax.jit(make_chunk(pipeline.tick, 2), donate_argnums=0)
+    pipeline, _ = build_pipeline(small_config)
+    state = jax.jit(pipeline.init)(jax.random.key(0, impl=small_config.prng_impl))
+    chunk = jax.jit(pipeline.chunk(2), donate_argnums=0)
 
     compiles = []
     jax.monitoring.register_event_duration_secs_listener(

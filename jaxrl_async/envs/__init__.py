@@ -44,10 +44,13 @@ def make(name: str, **kwargs):
     return env, params
 
 
-def make_batched(env, num_envs: int, normalize_obs: bool = False):
-    """The batched env the pipeline steps: episode statistics, vmap, optional normalisation."""
-    batched = VecEnv(EpisodeStatistics(env), num_envs)
-    return NormalizeObservation(batched) if normalize_obs else batched
+def make_batched(env, normalize_obs: bool = False, axis_name: str | None = None):
+    """The batched env the pipeline steps: episode statistics, vmap, optional normalisation.
+
+    `axis_name`: the mesh axis the batch is sharded over, for statistics shared by it.
+    """
+    batched = VecEnv(EpisodeStatistics(env))
+    return NormalizeObservation(batched, axis_name=axis_name) if normalize_obs else batched
 
 
 __all__ = ["CastObservation", "EnvSpec", "EnvSpecError", "EpisodeStatistics",

@@ -83,19 +83,21 @@ class EpisodeStatistics(Wrapper):
 
 
 class VecEnv(Wrapper):
-    """A batch of `num_envs` independent copies; one key in, one sub-key per env."""
+    """A batch of independent copies of an env, stepped with one key per env.
 
-    def __init__(self, env, num_envs: int):
-        super().__init__(env)
-        self.num_envs = num_envs
+    Keys come from the caller, one per env, so that a run's numbers do not depend
+    on how many devices share the batch (each device steps its slice of it).
+    """
 
-    def reset(self, key, params=None):
-        keys = jax.random.split(key, self.num_envs)
+    def reset(self, keys, params=None):
         return jax.vmap(self._env.reset, in_axes=(0, None))(keys, params)
 
-    def step(self, key, state, action, params=None):
-        keys = jax.random.split(key, self.num_envs)
+    def step(self, keys, state, action, params=None):
         return jax.vmap(self._env.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+
+    def partition_spec(self, axis: str):
+        """Sharding of the batched state: every leaf along its leading (env) axis."""
+        return jax.sharding.PartitionSpec(axis)
 
 
 @struct.dataclass
@@ -110,17 +112,26 @@ class NormalizeObservation(Wrapper):
     """Running mean/variance normalisation of a VecEnv's observations, clipped to ±clip.
 
     Statistics live in the env state (so they are checkpointed with it) and are
-    updated with every batch of new observations (parallel Welford merge).
+    updated with every batch of new observations (parallel Welford merge). With
+    `axis_name`, a batch sharded over devices contributes its global moments, so
+    every device holds the same statistics.
     """
 
-    def __init__(self, vec_env: VecEnv, clip: float = 10.0, eps: float = 1e-8):
+    def __init__(self, vec_env: VecEnv, clip: float = 10.0, eps: float = 1e-8,
+                 axis_name: str | None = None):
         super().__init__(vec_env)
-        self.clip, self.eps = clip, eps
+        self.clip, self.eps, self.axis_name = clip, eps, axis_name
+
+    def _mean(self, x):
+        x = x.mean(0)
+        return x if self.axis_name is None else jax.lax.pmean(x, self.axis_name)
 
     def _update(self, state: NormState, obs):
-        batch_mean = obs.mean(0)
-        batch_var = obs.var(0)
+        batch_mean = self._mean(obs)
+        batch_var = self._mean(jnp.square(obs - batch_mean))
         n = jnp.float32(obs.shape[0])
+        if self.axis_name is not None:
+            n = n * jax.lax.psum(1, self.axis_name)
         total = state.count + n
         delta = batch_mean - state.mean
         mean = state.mean + delta * n / total
@@ -130,6 +141,10 @@ class NormalizeObservation(Wrapper):
     def _normalize(self, state: NormState, obs):
         z = (obs - state.mean) / jnp.sqrt(state.var + self.eps)
         return jnp.clip(z, -self.clip, self.clip)
+
+    def partition_spec(self, axis: str):
+        P = jax.sharding.PartitionSpec
+        return NormState(self._env.partition_spec(axis), P(), P(), P())
 
     def reset(self, key, params=None):
         obs, env_state = self._env.reset(key, params)

@@ -1,0 +1,189 @@
+"""What the actor-critic agents (PPO, IMPALA) share: networks, acting, truncation, SGD.
+
+Each agent keeps its own loss; this module holds the parts that would otherwise be
+copied between agent files.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.flatten_util import ravel_pytree
+
+from jaxrl_async import distributions as D
+from jaxrl_async.envs.spec import EnvSpec
+from jaxrl_async.errors import ConfigError
+from jaxrl_async.networks import CategoricalPolicy, GaussianPolicy, ValueHead
+
+
+class ActorCritic(NamedTuple):
+    """A policy network and a state-value network for one env spec, as pure functions.
+
+    init:   key -> params {"actor": ..., "critic": ...}
+    act:    (params, obs [B, ...], keys [B]) -> (action [B, ...], extras {"log_prob"[, "raw_action"]})
+    policy: (actor_params, obs [N, ...]) -> (log_prob(action [N, ...]) -> [N], entropy() -> [N])
+    value:  (critic_params, obs [N, ...]) -> [N]
+    scored_action: trajectory -> the actions as the policy scored them (pre-clipping ones
+            for a Gaussian policy, whose env actions are clipped to the bounds)
+    """
+
+    init: Callable
+    act: Callable
+    policy: Callable
+    value: Callable
+    scored_action: Callable
+
+
+def make_actor_critic(spec: EnvSpec, hidden_sizes, activation: str,
+                      algo: str) -> ActorCritic:
+    """Categorical policy for discrete actions, Gaussian for a vector of continuous ones."""
+    if spec.discrete:
+        actor = CategoricalPolicy(spec.num_actions, hidden_sizes, activation)
+    else:
+        if len(spec.action_shape) != 1:
+            raise ConfigError(f"{algo} needs a vector action, got shape {spec.action_shape}")
+        actor = GaussianPolicy(spec.action_shape[0], hidden_sizes, activation)
+        low, high = jnp.asarray(spec.action_low), jnp.asarray(spec.action_high)
+    critic = ValueHead(hidden_sizes, activation)
+
+    def init(key):
+        actor_key, critic_key = jax.random.split(key)
+        dummy = jnp.zeros((1, *spec.obs_shape), jnp.float32)
+        return {"actor": actor.init(actor_key, dummy), "critic": critic.init(critic_key, dummy)}
+
+    def act(params, obs, key):
+        out = actor.apply(params["actor"], obs)
+        if spec.discrete:
+            action = D.categorical_sample(key, out)
+            return action, {"log_prob": D.categorical_log_prob(out, action)}
+        mean, log_std = out
+        raw = D.gaussian_sample(key, mean, log_std)
+        extras = {"log_prob": D.gaussian_log_prob(mean, log_std, raw), "raw_action": raw}
+        return jnp.clip(raw, low, high).astype(spec.action_dtype), extras
+
+    def policy(actor_params, obs):
+        out = actor.apply(actor_params, obs)
+        if spec.discrete:
+            return (lambda a: D.categorical_log_prob(out, a)), (lambda: D.categorical_entropy(out))
+        mean, log_std = out
+        return (lambda a: D.gaussian_log_prob(mean, log_std, a)), \
+            (lambda: D.gaussian_entropy(mean, log_std))
+
+    def scored_action(traj):
+        return traj.action if spec.discrete else traj.extras["raw_action"]
+
+    return ActorCritic(init=init, act=act, policy=policy, value=critic.apply,
+                       scored_action=scored_action)
+
+
+def fold_truncation(rewards, next_values, terminated, truncated, gamma):
+    """(rewards, discounts) [T, B] for estimators that only know episode ends.
+
+    next_values = V(x'_t), the observation after step t before any auto-reset. A
+    truncating step bootstraps from it: γ·V(x'_t) joins its reward and the discount is
+    0 there, as it is at terminations, so the trace is cut wherever an episode ended.
+    """
+    terminated = terminated.astype(jnp.float32)
+    truncated = truncated.astype(jnp.float32)
+    rewards = rewards + gamma * truncated * (1.0 - terminated) * next_values
+    discounts = gamma * (1.0 - jnp.maximum(terminated, truncated))
+    return rewards, discounts
+
+
+def make_optimizer(name: str, learning_rate: float, anneal: bool, num_grad_steps: int,
+                   max_grad_norm: float, eps: float) -> optax.GradientTransformation:
+    """Global-norm clipping, then Adam or RMSProp, the rate annealed linearly to 0 if asked."""
+    lr = (optax.linear_schedule(learning_rate, 0.0, num_grad_steps) if anneal
+          else learning_rate)
+    if name == "adam":
+        opt = optax.adam(lr, eps=eps)
+    elif name == "rmsprop":
+        opt = optax.rmsprop(lr, decay=0.99, eps=eps)
+    else:
+        raise ConfigError(f"unknown optimizer {name!r} (available: adam, rmsprop)")
+    return optax.chain(optax.clip_by_global_norm(max_grad_norm), opt)
+
+
+def init_opt_state(optimizer: optax.GradientTransformation, params):
+    """The optimizer state for `params` as one flat vector (the layout `sgd` updates)."""
+    return optimizer.init(ravel_pytree(params)[0])
+
+
+def shuffled_minibatches(key, data, num_minibatches: int, axis: int = 0):
+    """`data` permuted along `axis` and cut into equal minibatches, stacked on a new axis 0."""
+    n = jax.tree.leaves(data)[0].shape[axis]
+    perm = jax.random.permutation(key, n)
+
+    def split(x):
+        x = jnp.take(x, perm, axis=axis)
+        x = x.reshape(*x.shape[:axis], num_minibatches, n // num_minibatches, *x.shape[axis + 1:])
+        return jnp.moveaxis(x, axis, 0)
+
+    return jax.tree.map(split, data)
+
+
+def env_minibatches(key, data, num_minibatches: int, axis_name: str | None = None):
+    """`data` [T, B, ...] cut into minibatches stacked [M, T/M * B, ...].
+
+    Each env's time steps are shuffled by a permutation keyed by the env's global
+    index (its position in the batch over all devices), and minibatch m takes the
+    m-th block of every env's shuffled steps. A minibatch is then the same set of
+    transitions however many devices hold the batch, each device holding its envs'.
+    """
+    T, B = jax.tree.leaves(data)[0].shape[:2]
+    first = 0 if axis_name is None else jax.lax.axis_index(axis_name) * B
+    env_keys = jax.vmap(jax.random.fold_in, (None, 0))(key, first + jnp.arange(B))
+    perms = jax.vmap(lambda k: jax.random.permutation(k, T))(env_keys)  # [B, T]
+
+    def split(x):
+        x = jnp.take_along_axis(x, perms.T.reshape(T, B, *([1] * (x.ndim - 2))), axis=0)
+        x = x.reshape(num_minibatches, T // num_minibatches, B, *x.shape[2:])
+        return x.reshape(num_minibatches, -1, *x.shape[3:])
+
+    return jax.tree.map(split, data)
+
+
+def global_mean(x, axis_name: str | None):
+    """Mean over all elements of x on every device (equal sizes per device)."""
+    m = jnp.mean(x)
+    return m if axis_name is None else jax.lax.pmean(m, axis_name)
+
+
+def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches,
+        axis_name: str | None = None):
+    """num_epochs passes over `minibatches(epoch_key)` (a pytree stacked [M, ...]).
+
+    loss_fn(params, minibatch) -> (loss, metrics). Returns (params, opt_state, metrics
+    averaged over all steps, with "grad_norm" added). The parameters travel through
+    the loop as one flat vector: the optimizer then runs as a handful of fused ops
+    instead of several per parameter leaf (2x faster on CPU).
+
+    With `axis_name`, each device holds a slice of every minibatch: the loss and the
+    metrics are averaged over devices before differentiating, which gives the gradient
+    of the whole minibatch's loss (averaging per-device gradients of replicated
+    parameters instead would count each device's share D times over).
+    """
+    flat, unravel = ravel_pytree(params)
+
+    def flat_loss(flat, mb):
+        loss, metrics = loss_fn(unravel(flat), mb)
+        if axis_name is not None:
+            loss, metrics = jax.lax.pmean((loss, metrics), axis_name)
+        return loss, metrics
+
+    def sgd_step(carry, mb):
+        flat, opt_state = carry
+        grads, metrics = jax.grad(flat_loss, has_aux=True)(flat, mb)
+        updates, opt_state = optimizer.update(grads, opt_state, flat)
+        metrics["grad_norm"] = jnp.sqrt(jnp.sum(jnp.square(grads)))
+        return (flat + updates, opt_state), metrics
+
+    def epoch(carry, epoch_key):
+        return jax.lax.scan(sgd_step, carry, minibatches(epoch_key))
+
+    (flat, opt_state), metrics = jax.lax.scan(
+        epoch, (flat, opt_state), jax.random.split(key, num_epochs))
+    return unravel(flat), opt_state, jax.tree.map(jnp.mean, metrics)

@@ -1,0 +1,62 @@
+"""Data parallelism over forced CPU devices: same numbers as one device.
+
+JAX fixes its device count when it starts, so these run in a subprocess with
+XLA_FLAGS=--xla_force_host_platform_device_count=4 and build meshes of 1, 2 and 4.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import jax, numpy as np
+    import jaxrl_async
+    from jax.flatten_util import ravel_pytree
+
+    assert jax.local_device_count() == 4, jax.devices()
+    overrides = ["env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
+                 "agent.num_minibatches=2", "agent.num_epochs=2", "train.total_steps=1024",
+                 "train.log_every=256", "train.progress=false", "env.normalize_obs=true",
+                 "train.prng=threefry2x32"]
+    out = {}
+    for lag in (0, 1):
+        for devices in (1, 2, 4):
+            config = jaxrl_async.load_config("ppo_cartpole", overrides + [
+                f"pipeline.devices={devices}", f"pipeline.lag={lag}"])
+            result = jaxrl_async.train(config)
+            flat = ravel_pytree(result.state.learner.params)[0]
+            out[f"{lag}/{devices}"] = {"params": np.asarray(flat).tolist(),
+                                       "loss": result.metrics["loss"].tolist(),
+                                       "return": result.metrics["episode_return"].tolist(),
+                                       "devices": result.summary["devices"]}
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("lag", [0, 1])
+@pytest.mark.parametrize("devices", [2, 4])
+def test_same_parameters_as_one_device(runs, lag, devices):
+    import numpy as np
+
+    one, many = runs[f"{lag}/1"], runs[f"{lag}/{devices}"]
+    assert len(many["devices"]) == devices and len(one["devices"]) == 1
+    # Same envs, same actions: episode statistics agree exactly or to float rounding.
+    np.testing.assert_allclose(many["return"], one["return"], rtol=1e-5)
+    np.testing.assert_allclose(many["loss"], one["loss"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(many["params"], one["params"], rtol=0, atol=1e-5)
+    # ...and training moved them: the comparison is not between two initialisations.
+    assert np.abs(np.asarray(one["params"])).sum() > 0
