@@ -54,6 +54,11 @@ class PipelineConfig:
     max_staleness: int = -1
     # Local devices the env batch and the learner's batch are split over (0: all).
     devices: int = 0
+    # "fused": actor and learner share every device, one program per host call.
+    # "split": the first `actor_devices` devices act, the rest learn, and the host
+    # dispatches both halves of each tick at once (needs lag >= 1 and 2+ devices).
+    placement: str = "fused"
+    actor_devices: int = 1
     # lax.scan unroll of the rollout: fewer loop iterations on CPU, longer compile.
     unroll: int = 1
 
@@ -64,6 +69,9 @@ class PipelineConfig:
                 ">= -1 (-1: no bound)")
         require(self.unroll >= 1, "pipeline.unroll", self.unroll, ">= 1")
         require(self.devices >= 0, "pipeline.devices", self.devices, ">= 0 (0: all local devices)")
+        require(self.placement in ("fused", "split"), "pipeline.placement", self.placement,
+                "fused or split")
+        require(self.actor_devices >= 1, "pipeline.actor_devices", self.actor_devices, ">= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,9 +230,19 @@ def validate(config: Config) -> None:
     if config.pipeline.devices > _local_device_count():
         raise ConfigError(f"pipeline.devices={config.pipeline.devices} but only "
                           f"{_local_device_count()} local devices")
-    if config.env.num_envs % devices:
-        raise ConfigError(f"env.num_envs={config.env.num_envs} does not split over {devices} "
-                          f"devices (set pipeline.devices or a multiple of {devices} envs)")
+    groups = [devices]
+    if config.pipeline.placement == "split":
+        if config.pipeline.lag < 1:
+            raise ConfigError("pipeline.placement=split needs pipeline.lag >= 1 (the actor and "
+                              "the learner work on different trajectories)")
+        if not 1 <= config.pipeline.actor_devices < devices:
+            raise ConfigError(f"pipeline.placement=split needs 1 <= pipeline.actor_devices < "
+                              f"{devices} devices, got {config.pipeline.actor_devices}")
+        groups = [config.pipeline.actor_devices, devices - config.pipeline.actor_devices]
+    for group in groups:
+        if config.env.num_envs % group:
+            raise ConfigError(f"env.num_envs={config.env.num_envs} does not split over {group} "
+                              f"devices (set pipeline.devices or a multiple of {group} envs)")
     if devices > 1 and config.train.prng == "philox4x32":
         raise ConfigError("train.prng=philox4x32 does not compile on several devices with this "
                           "JAX; use threefry2x32 (or auto)")

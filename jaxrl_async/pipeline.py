@@ -64,6 +64,8 @@ class Pipeline(NamedTuple):
     rollout: (params, env_state, obs, key) -> (env_state, obs, trajectory, episode stats)
     learn:   (learner_state, trajectory, key) -> (learner_state, metrics), the agent's
              update with the trajectory split over the mesh
+    The halves of an asynchronous tick, for running actor and learner on separate meshes
+    (split.py): learn_step, act_step and push (replicated, not mesh-bound).
     """
 
     init: Callable
@@ -71,6 +73,10 @@ class Pipeline(NamedTuple):
     chunk: Callable[[int], Callable]
     rollout: Callable
     learn: Callable
+    learn_step: Callable
+    act_step: Callable
+    push: Callable
+    specs: PipelineState  # how each field is split over the mesh
     mesh: jax.sharding.Mesh
 
 
@@ -157,43 +163,57 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
                              actor_versions=jnp.zeros((lag,), jnp.int32), in_flight=traj,
                              in_flight_version=jnp.int32(0))
 
-    def learn(state: PipelineState, traj, version, key):
+    def learn(learner_state, updates, traj, version, key):
         """The learner's update on `traj`, masked when its data is too stale."""
-        staleness = state.updates - version
-        learner, metrics = agent.learn(state.learner, traj, key)
+        staleness = updates - version
+        learner, metrics = agent.learn(learner_state, traj, key)
         updated = jnp.bool_(True) if max_staleness < 0 else staleness <= max_staleness
         if max_staleness >= 0:
             learner = jax.tree.map(lambda new, old: jnp.where(updated, new, old),
-                                   learner, state.learner)
+                                   learner, learner_state)
         metrics = {**metrics, "policy_lag": staleness.astype(jnp.float32),
                    "policy_lag_max": staleness.astype(jnp.float32),
                    "skipped_updates": 1.0 - updated.astype(jnp.float32)}
-        return learner, state.updates + updated.astype(jnp.int32), metrics
+        return learner, updates + updated.astype(jnp.int32), metrics
+
+    def act(actor_params, actor_versions, env_state, obs, key):
+        """The actor's half of an asynchronous tick: roll out with the oldest queued params.
+
+        Returns (env_state, obs, trajectory, stats, version, next key, the learner's key).
+        """
+        key, rollout_key, learn_key = jax.random.split(key, 3)
+        oldest = jax.tree.map(lambda q: q[0], actor_params)
+        env_state, obs, traj, stats = rollout(oldest, env_state, obs, rollout_key,
+                                              actor_versions[0])
+        return env_state, obs, traj, stats, actor_versions[0], key, learn_key
+
+    def push(actor_params, actor_versions, params, version):
+        """Queue the learner's newest parameters; the oldest drop out."""
+        shift = lambda queue, new: jnp.concatenate([queue[1:], new[None]])  # noqa: E731
+        return jax.tree.map(shift, actor_params, params), shift(actor_versions, version)
 
     def tick_sync(state: PipelineState):
         key, rollout_key, learn_key = jax.random.split(state.key, 3)
         env_state, obs, traj, stats = rollout(state.learner.params, state.env_state, state.obs,
                                               rollout_key, state.updates)
-        learner, updates, metrics = learn(state, traj, state.updates, learn_key)
+        learner, updates, metrics = learn(state.learner, state.updates, traj, state.updates,
+                                          learn_key)
         state = state.replace(learner=learner, env_state=env_state, obs=obs, key=key,
                               updates=updates)
         return state, {**metrics, **stats}
 
     def tick_async(state: PipelineState):
-        key, rollout_key, learn_key = jax.random.split(state.key, 3)
-        # Actor: the oldest queued parameters; nothing here reads the learner's output.
-        oldest = jax.tree.map(lambda q: q[0], state.actor_params)
-        version = state.actor_versions[0]
-        env_state, obs, traj, stats = rollout(oldest, state.env_state, state.obs, rollout_key,
-                                              version)
+        # Actor: nothing here reads the learner's output.
+        env_state, obs, traj, stats, version, key, learn_key = act(
+            state.actor_params, state.actor_versions, state.env_state, state.obs, state.key)
         # Learner: last tick's trajectory.
-        learner, updates, metrics = learn(state, state.in_flight, state.in_flight_version,
-                                          learn_key)
-        push = lambda queue, new: jnp.concatenate([queue[1:], new[None]])  # noqa: E731
+        learner, updates, metrics = learn(state.learner, state.updates, state.in_flight,
+                                          state.in_flight_version, learn_key)
+        actor_params, actor_versions = push(state.actor_params, state.actor_versions,
+                                            learner.params, updates)
         state = state.replace(
             learner=learner, env_state=env_state, obs=obs, key=key, updates=updates,
-            actor_params=jax.tree.map(push, state.actor_params, learner.params),
-            actor_versions=push(state.actor_versions, updates), in_flight=traj,
+            actor_params=actor_params, actor_versions=actor_versions, in_flight=traj,
             in_flight_version=version)
         return state, {**metrics, **stats}
 
@@ -213,7 +233,11 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         rollout=on_mesh(rollout, (P(), env.partition_spec(AXIS), P(AXIS), P()),
                         (env.partition_spec(AXIS), P(AXIS), P(None, AXIS), P())),
         learn=on_mesh(agent.learn, (P(), P(None, AXIS), P()), (P(), P())),
-        mesh=mesh)
+        learn_step=on_mesh(learn, (P(), P(), P(None, AXIS), P(), P()), (P(), P(), P())),
+        act_step=on_mesh(act, (P(), P(), env.partition_spec(AXIS), P(AXIS), P()),
+                         (env.partition_spec(AXIS), P(AXIS), P(None, AXIS), P(), P(), P(),
+                          P())),
+        push=push, specs=specs, mesh=mesh)
 
 
 def make_chunk(tick, num_ticks: int):

@@ -19,6 +19,7 @@ from jaxrl_async.agents import BuildContext, make_agent
 from jaxrl_async.config import Config
 from jaxrl_async.errors import UserError
 from jaxrl_async.logging import JsonlSink, Progress, TensorBoardSink, emit
+from jaxrl_async.split import init_and_compile_split, split_meshes
 from jaxrl_async.pipeline import AXIS, init_and_compile, make_mesh, make_pipeline, plan_calls
 
 
@@ -90,11 +91,13 @@ def _aggregate(chunk_metrics: dict, env_steps: int, wall: float, sps: float) -> 
     return record
 
 
-def build_pipeline(config: Config, env=None, env_params=None, num_updates: int | None = None):
+def build_pipeline(config: Config, env=None, env_params=None, num_updates: int | None = None,
+                   mesh=None):
     """(Pipeline, Agent) for `config`, on `env` if given (else `config.env.name`).
 
     Checks the env against its declared spaces first (EnvSpecError on a mismatch).
-    `num_updates` sets the learning-rate schedule's length (default: the config's).
+    `num_updates` sets the learning-rate schedule's length (default: the config's);
+    `mesh` the devices (default: `pipeline.devices` of them).
     """
     if env is None:
         env, default_params = envs_lib.make(config.env.name)
@@ -102,7 +105,7 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
         default_params = getattr(env, "default_params", None)
     env_params = default_params if env_params is None else env_params
     spec = envs_lib.check_env(env, env_params)
-    mesh = make_mesh(config.pipeline.devices)
+    mesh = make_mesh(config.pipeline.devices) if mesh is None else mesh
     agent = make_agent(config.agent, BuildContext(
         spec, config.env.num_envs, config.pipeline.rollout_len,
         config.num_updates if num_updates is None else num_updates, axis_name=AXIS))
@@ -127,7 +130,15 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     batch = config.batch_size
     ticks, num_calls = plan_calls(config.num_updates, max(1, config.train.log_every // batch))
     num_updates = ticks * num_calls
-    pipeline, _ = build_pipeline(config, env, env_params, num_updates)
+    if config.pipeline.placement == "split":
+        actor_mesh, learner_mesh = split_meshes(
+            config.pipeline.devices or jax.local_device_count(), config.pipeline.actor_devices)
+        pipeline, _ = build_pipeline(config, env, env_params, num_updates, actor_mesh)
+        learner_pipeline, _ = build_pipeline(config, env, env_params, num_updates, learner_mesh)
+        devices = [*actor_mesh.devices.flat, *learner_mesh.devices.flat]
+    else:
+        pipeline, _ = build_pipeline(config, env, env_params, num_updates)
+        devices = list(pipeline.mesh.devices.flat)
 
     if run_dir is not None:
         run_dir = Path(run_dir)
@@ -138,8 +149,11 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
 
     compile_start = time.perf_counter()
     hits, misses = _CACHE.hits, _CACHE.misses
-    state, chunk = init_and_compile(
-        pipeline, jax.random.key(config.train.seed, impl=config.prng_impl), ticks)
+    key = jax.random.key(config.train.seed, impl=config.prng_impl)
+    if config.pipeline.placement == "split":
+        state, chunk = init_and_compile_split(pipeline, learner_pipeline, key, ticks)
+    else:
+        state, chunk = init_and_compile(pipeline, key, ticks)
     compile_seconds = time.perf_counter() - compile_start
     hits, misses = _CACHE.hits - hits, _CACHE.misses - misses
 
@@ -194,7 +208,8 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         "train_seconds": loop_seconds,
         "wall_seconds": time.perf_counter() - start,
         "jax_version": jax.__version__,
-        "devices": [str(d) for d in pipeline.mesh.devices.flat],
+        "devices": [str(d) for d in devices],
+        "placement": config.pipeline.placement,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
     if run_dir is not None:
