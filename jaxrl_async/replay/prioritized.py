@@ -3,31 +3,33 @@
 Item i is drawn with probability P(i) = p_i^α / Σ_k p_k^α, one stratified draw
 per equal segment of the total mass, and weighted by
 w_i = (N·P(i))^-β / max_j (N·P(j))^-β, the maximum over every filled slot that
-can be drawn (P(j) > 0), so weights lie in (0, 1].
+can be drawn (P(j) > 0), so weights lie in (0, 1]. α is fixed per buffer (the
+tree stores p^α); β is an argument of `sample` and may be traced.
 
-The items live in a `ring.RingState`; their priorities p^α live in a sum tree
+The items live in a `ring.RingState`; p^α of every slot lives in a sum tree
 (`sum_tree.py`) whose shape is fixed at trace time: add, sample and
-update_priorities are straight-line programs of depth log2(capacity), with no
-while loops. Every internal sum is recomputed from its two children, never
-accumulated by deltas, so the root is exactly the float32 tree-sum of the
-leaves, and a descent only ever enters nodes of positive mass: empty and
-zero-priority slots are never drawn.
+update_priorities are straight-line programs, with no while loops. Every
+internal sum is recomputed from its children, never accumulated by deltas, so
+the root is exactly the float32 tree-sum of the leaves, and a descent only ever
+enters nodes of positive mass: empty and zero-priority slots are never drawn.
 
-Priorities are sanitised, not rejected (the functions run inside jit, where
-there is nobody to raise to): NaN, ±inf and negative priorities become 0, so
-the slot is never drawn until it gets a positive priority; p^α is capped at
-2^100 so the total of any buffer that fits in memory stays finite.
+Priorities are sanitised, not rejected (these functions run inside jit, where
+nothing can be raised at run time): NaN, ±inf and negative priorities become 0,
+so the slot is not drawn until it gets a positive priority; p^α below float32's
+smallest normal number (1.2e-38) counts as 0, and above 2^100 is capped, so the
+total of any buffer that fits in memory stays finite.
 
-Sharded over devices (each device holds its own buffer of capacity/D and draws
-batch/D items from it, inside `jax.shard_map` or a vmap with a named axis),
-pass `axis_name`: a draw from shard d then has the true probability
-p_i^α / (D · Σ_{k in d} p_k^α), which `sample` reports, and the weights'
-maximum is taken over all shards, so the importance correction stays exact.
+Sharding over D devices: each device holds its own buffer of capacity/D, adds
+its own items and draws batch/D items from its own tree, inside `jax.shard_map`
+(or a vmap with a named axis). Pass `axis_name` to `sample`: a draw from shard
+d then reports its true probability p_i^α / (D · Σ_{k in d} p_k^α), and the
+weights' maximum is taken over all shards, so the importance correction stays
+exact; pass it to `add` and `update_priorities` to share the running maximum
+priority. Stack the D shard states on a leading axis sharded over the mesh axis
+("data": in_specs P("data")) and index [0] inside the mapped function.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -81,6 +83,8 @@ def _leaf_values(priorities, alpha: float):
     p = jnp.where(jnp.isfinite(p) & (p > 0), p, 0.0)
     # 0^0 would be 1: a zero priority must stay undrawable for every alpha.
     powered = p if alpha == 1.0 else jnp.where(p > 0, p ** alpha, 0.0)
+    # XLA on CPU treats subnormals as zero in arithmetic; make them zero everywhere.
+    powered = jnp.where(powered >= jnp.finfo(jnp.float32).tiny, powered, 0.0)
     return p, jnp.minimum(powered, MAX_LEAF)
 
 
@@ -152,12 +156,11 @@ def sample(state: PrioritizedState, key: jax.Array, batch_size: int, beta: float
         key = jax.random.fold_in(key, jax.lax.axis_index(axis_name))
     if method == "tree":
         total = sum_tree.total(state.tree)
-        slots = sum_tree.descend(state.tree, _stratified_targets(key, batch_size, total))
+        slots, leaf = sum_tree.descend(state.tree, _stratified_targets(key, batch_size, total))
     else:
-        slots, total = sum_tree.search_prefix_sums(
+        slots, leaf, total = sum_tree.search_prefix_sums(
             state.tree, lambda total: _stratified_targets(key, batch_size, total))
-    leaf = state.tree.leaves[slots]
-    shards = 1 if axis_name is None else jax.lax.psum(1, axis_name)
+    shards = 1 if axis_name is None else jax.lax.axis_size(axis_name)
     safe_total = jnp.where(total > 0, total, 1.0)
     probabilities = jnp.where(total > 0, leaf / safe_total / shards, 0.0)
     # The largest weight belongs to the least probable drawable slot (N cancels).
@@ -175,7 +178,3 @@ def _stratified_targets(key, batch_size: int, total):
     offsets = jax.random.uniform(key, (batch_size,), jnp.float32)
     return (jnp.arange(batch_size, dtype=jnp.float32) + offsets) * (total / batch_size)
 
-
-def items_at(state: PrioritizedState, indices: jax.Array) -> Any:
-    """The stored items in slots `indices` [batch], as a pytree of [batch, ...]."""
-    return ring.gather(state.ring, indices)

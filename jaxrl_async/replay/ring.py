@@ -119,18 +119,18 @@ def sample(state: RingState, key: jax.Array, batch_size: int) -> Sample:
     """`batch_size` slots drawn uniformly, with replacement, from the filled ones.
 
     The buffer must hold at least one item (see `can_sample`); an empty buffer
-    returns slot 0 (zeros) with probability 0.
+    returns slot 0 (zeros) with probability and weight 0.
     """
     filled = jnp.maximum(state.size, 1)
     indices = jax.random.randint(key, (batch_size,), 0, filled, dtype=jnp.int32)
     probability = jnp.where(state.size > 0, 1.0 / filled.astype(jnp.float32), 0.0)
     return Sample(items=gather(state, indices), indices=indices,
                   probabilities=jnp.full((batch_size,), probability, jnp.float32),
-                  weights=jnp.ones((batch_size,), jnp.float32))
+                  weights=jnp.full((batch_size,), state.size > 0, jnp.float32))
 
 
 def latest(state: RingState, age: int | jax.Array = 0):
-    """The item added `age` adds ago (0: the newest), without its batch axis.
+    """The item `age` places before the newest one (0: the newest), without a batch axis.
 
     The pipeline's double buffer stores one whole trajectory [T, B, ...] per slot;
     the learner reads the slot the actor filled on the previous tick with
