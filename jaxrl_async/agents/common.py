@@ -23,7 +23,8 @@ class ActorCritic(NamedTuple):
     """A policy network and a state-value network for one env spec, as pure functions.
 
     init:   key -> params {"actor": ..., "critic": ...}
-    act:    (params, obs [B, ...], keys [B]) -> (action [B, ...], extras {"log_prob"[, "raw_action"]})
+    act:    (params, obs [B, ...], keys [B]) -> (action [B, ...],
+            extras {"log_prob"[, "raw_action"]}), one key per env
     policy: (actor_params, obs [N, ...]) -> (log_prob(action [N, ...]) -> [N], entropy() -> [N])
     value:  (critic_params, obs [N, ...]) -> [N]
     scored_action: trajectory -> the actions as the policy scored them (pre-clipping ones
@@ -110,19 +111,6 @@ def make_optimizer(name: str, learning_rate: float, anneal: bool, num_grad_steps
 def init_opt_state(optimizer: optax.GradientTransformation, params):
     """The optimizer state for `params` as one flat vector (the layout `sgd` updates)."""
     return optimizer.init(ravel_pytree(params)[0])
-
-
-def shuffled_minibatches(key, data, num_minibatches: int, axis: int = 0):
-    """`data` permuted along `axis` and cut into equal minibatches, stacked on a new axis 0."""
-    n = jax.tree.leaves(data)[0].shape[axis]
-    perm = jax.random.permutation(key, n)
-
-    def split(x):
-        x = jnp.take(x, perm, axis=axis)
-        x = x.reshape(*x.shape[:axis], num_minibatches, n // num_minibatches, *x.shape[axis + 1:])
-        return jnp.moveaxis(x, axis, 0)
-
-    return jax.tree.map(split, data)
 
 
 def env_minibatches(key, data, num_minibatches: int, axis_name: str | None = None):
