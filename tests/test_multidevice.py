@@ -19,6 +19,15 @@ SCRIPT = textwrap.dedent("""
     from jax.flatten_util import ravel_pytree
 
     assert jax.local_device_count() == 4, jax.devices()
+    errors = []
+    for bad in (["env.num_envs=6"], ["pipeline.devices=8"], ["train.prng=philox4x32"],
+                ["pipeline.placement=split", "pipeline.lag=1", "pipeline.actor_devices=4"],
+                ["pipeline.placement=split", "pipeline.lag=0"]):
+        try:
+            jaxrl_async.load_config("ppo_cartpole", bad)
+            errors.append(None)
+        except jaxrl_async.ConfigError as e:
+            errors.append(str(e))
     overrides = ["env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
                  "agent.num_minibatches=2", "agent.num_epochs=2", "train.total_steps=1024",
                  "train.log_every=256", "train.progress=false", "env.normalize_obs=true",
@@ -47,6 +56,7 @@ SCRIPT = textwrap.dedent("""
                                   "learner_devices": [str(d) for d in
                                                       result.state.learner.params["critic"]
                                                       ["params"]["Dense_0"]["kernel"].devices()]}
+    out["errors"] = errors
     print(json.dumps(out))
 """)
 
@@ -86,3 +96,12 @@ def test_split_placement_follows_the_fused_learning_curve(runs, actors):
     np.testing.assert_allclose(split["return"], fused["return"], rtol=1e-5)
     np.testing.assert_allclose(split["loss"], fused["loss"], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(split["params"], fused["params"], rtol=0, atol=1e-5)
+
+
+def test_batches_that_do_not_split_over_the_devices_are_config_errors(runs):
+    errors = runs["errors"]
+    assert all(e is not None and "\n" not in e for e in errors), errors
+    assert "does not split over 4 devices" in errors[0]
+    assert "only 4 local devices" in errors[1]
+    assert "philox4x32" in errors[2]
+    assert "actor_devices" in errors[3] and "lag >= 1" in errors[4]
