@@ -56,6 +56,17 @@ SCRIPT = textwrap.dedent("""
                                   "learner_devices": [str(d) for d in
                                                       result.state.learner.params["critic"]
                                                       ["params"]["Dense_0"]["kernel"].devices()]}
+    for lag in (0, 1):  # IMPALA too: its minibatches are env groups, its targets V-trace
+        for devices in (1, 2):
+            config = jaxrl_async.load_config("impala_cartpole", [
+                "env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
+                "agent.num_minibatches=2", "train.total_steps=1024", "train.log_every=256",
+                "train.progress=false", "train.prng=threefry2x32", f"pipeline.lag={lag}",
+                f"pipeline.devices={devices}"])
+            result = jaxrl_async.train(config)
+            out[f"impala{lag}/{devices}"] = {
+                "params": np.asarray(ravel_pytree(result.state.learner.params)[0]).tolist(),
+                "loss": result.metrics["loss"].tolist()}
     out["errors"] = errors
     print(json.dumps(out))
 """)
@@ -105,3 +116,12 @@ def test_batches_that_do_not_split_over_the_devices_are_config_errors(runs):
     assert "only 4 local devices" in errors[1]
     assert "philox4x32" in errors[2]
     assert "actor_devices" in errors[3] and "lag >= 1" in errors[4]
+
+
+@pytest.mark.parametrize("lag", [0, 1])
+def test_impala_same_parameters_on_two_devices(runs, lag):
+    import numpy as np
+
+    one, two = runs[f"impala{lag}/1"], runs[f"impala{lag}/2"]
+    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(two["params"], one["params"], rtol=0, atol=1e-5)
