@@ -18,56 +18,7 @@ from jaxrl_async.networks import ValueHead
 from jaxrl_async.pipeline import AXIS, make_pipeline
 from jaxrl_async.returns import gae
 
-# ---------------------------------------------------------------------------------------------
-# A tiny gymnax-1.0-API env: walk right with action 1.
-#   obs = [pos, time] float32; reward = 0.5 + action;
-#   terminated when pos >= goal, truncated when time >= max_steps (both may hold at once);
-#   auto-resets on either, with the pre-reset observation in info["final_observation"].
-
-
-@struct.dataclass
-class WalkParams:
-    max_steps: int = 4
-    goal: int = 3
-
-
-@struct.dataclass
-class WalkState:
-    pos: jax.Array
-    time: jax.Array
-
-
-class WalkEnv:
-    @property
-    def default_params(self):
-        return WalkParams()
-
-    def observation_space(self, params):
-        return spaces.Box(0.0, 100.0, (2,), jnp.float32)
-
-    def action_space(self, params):
-        return spaces.Discrete(2)
-
-    def _obs(self, state):
-        return jnp.stack([state.pos, state.time]).astype(jnp.float32)
-
-    def reset(self, key, params=None):
-        state = WalkState(jnp.int32(0), jnp.int32(0))
-        return self._obs(state), state
-
-    def step(self, key, state, action, params=None):
-        params = self.default_params if params is None else params
-        state = WalkState(state.pos + action.astype(jnp.int32), state.time + 1)
-        reward = 0.5 + action.astype(jnp.float32)
-        terminated = state.pos >= params.goal
-        truncated = state.time >= params.max_steps
-        done = jnp.logical_or(terminated, truncated)
-        final_obs = self._obs(state)
-        reset_obs, reset_state = self.reset(key, params)
-        state = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, state)
-        obs = jnp.where(done, reset_obs, final_obs)
-        return obs, state, reward, terminated, truncated, {"final_observation": final_obs}
-
+from probe_envs import WalkEnv, advantages_reference
 
 # ---------------------------------------------------------------------------------------------
 # make / check_env for every registered gymnax id
@@ -201,25 +152,6 @@ def test_episode_statistics_vmapped_equals_looped():
 
 # ---------------------------------------------------------------------------------------------
 # Auto-reset and truncation bootstrapping in PPO
-
-
-def advantages_reference(values, next_values, rewards, terminated, truncated, gamma, lambda_):
-    """Plain Python, [T][B] lists. next_values[t] = V(true next observation, before any reset).
-
-    delta_t = r_t + gamma (1 - terminated_t) V(s'_t) - V(s_t)
-    A_t     = delta_t + gamma lambda (1 - done_t) A_{t+1},   done = terminated or truncated
-    """
-    T, B = len(values), len(values[0])
-    out = [[0.0] * B for _ in range(T)]
-    for b in range(B):
-        advantage = 0.0
-        for t in reversed(range(T)):
-            done = terminated[t][b] or truncated[t][b]
-            delta = rewards[t][b] + gamma * (1 - terminated[t][b]) * next_values[t][b] \
-                - values[t][b]
-            advantage = delta + gamma * lambda_ * (1 - done) * advantage
-            out[t][b] = advantage
-    return np.array(out)
 
 
 from jaxrl_async.agents.ppo import advantages_with_truncation as ppo_style_advantages  # noqa: E402

@@ -12,7 +12,7 @@ from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import ValueHead
 from jaxrl_async.pipeline import AXIS, make_pipeline
 
-from test_envs import WalkEnv, advantages_reference
+from probe_envs import WalkEnv, advantages_reference
 
 
 def test_impala_solves_cartpole():
