@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from jaxrl_async.errors import UserError
@@ -80,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:  # the bench parses its own flags (argparse REMAINDER drops `--x`)
@@ -89,6 +94,10 @@ def main(argv=None) -> int:
     if getattr(args, "config", None) and "=" in args.config:
         args.overrides.insert(0, args.config)
         args.config = "ppo_cartpole"
+    # Ctrl-C and SIGTERM end a run the same way, also where the parent ignored SIGINT
+    # (background jobs of a non-interactive shell): the current host call finishes first.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         import jaxrl_async  # noqa: F401  (sets XLA flags before JAX starts)
 

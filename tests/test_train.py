@@ -2,6 +2,7 @@
 
 import json
 import math
+import signal
 
 import jax
 import numpy as np
@@ -138,3 +139,27 @@ def test_plan_calls_tiles_the_run_with_one_program(num_updates, target, expected
     ticks, calls = plan_calls(num_updates, target)
     assert (ticks, calls) == expected
     assert ticks * calls <= num_updates and num_updates - ticks * calls < target
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_cli_interrupt_exits_130_after_the_current_call(tmp_path, signum):
+    import subprocess
+    import sys
+    import time
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxrl_async", "train", *SMALL, "train.total_steps=50000000",
+         "--run-dir", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1] == "jaxrl-async: interrupted"
+    assert "Traceback" not in err
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert records and records[-1]["env_steps"] < 50_000_000
