@@ -48,6 +48,17 @@ def _envs(args) -> int:
     return 0
 
 
+def _plot(args) -> int:
+    from pathlib import Path
+
+    from jaxrl_async.plot import plot_runs
+
+    out = args.out or (Path(args.run_dirs[0]) / "curves.png" if len(args.run_dirs) == 1
+                       else "curves.png")
+    print(plot_runs(args.run_dirs, out))
+    return 0
+
+
 def _bench(args) -> int:
     from jaxrl_async.bench import main as bench_main
 
@@ -71,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="section.key=value")
     p.add_argument("--run-dir", default=None, help="default: runs/<config>-<timestamp>")
     p.set_defaults(func=_train)
+
+    p = sub.add_parser("plot", help="learning curves and SPS of run directories, to a PNG")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--out", default=None, help="default: RUN_DIR/curves.png for one run, "
+                                                 "else curves.png")
+    p.set_defaults(func=_plot)
 
     p = sub.add_parser("envs", help="list environment ids with their spaces")
     p.set_defaults(func=_envs)
