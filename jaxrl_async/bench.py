@@ -87,7 +87,8 @@ def measure_ceiling(config: Config, seconds: float, repeats: int) -> dict:
         return jax.lax.fori_loop(0, num_rollouts, body, carry)
 
     start = time.perf_counter()
-    state = jax.block_until_ready(jax.jit(pipeline.init)(jax.random.key(config.train.seed, impl=config.prng_impl)))
+    key = jax.random.key(config.train.seed, impl=config.prng_impl)
+    state = jax.block_until_ready(jax.jit(pipeline.init)(key))
     init_seconds = time.perf_counter() - start
     params = state.learner.params
     carry = (state.env_state, state.obs, state.key, jax.numpy.int32(0))

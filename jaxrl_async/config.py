@@ -10,7 +10,6 @@ names the offending key.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 from pathlib import Path
@@ -20,17 +19,11 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from jaxrl_async.agents import AGENT_CONFIGS
-from jaxrl_async.errors import ConfigError
+from jaxrl_async.errors import ConfigError, require
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 PRNG_IMPLS = ("auto", "philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
 _OVERRIDE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+=")
-
-
-def require(ok: bool, key: str, value: Any, requirement: str) -> None:
-    """Raise a one-line ConfigError unless `ok`."""
-    if not ok:
-        raise ConfigError(f"{key} must be {requirement}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,16 +248,3 @@ def _local_device_count() -> int:
     import jax
 
     return jax.local_device_count()
-
-
-def replace(config: Config, **sections: dict) -> Config:
-    """A copy of `config` with fields of some sections changed, revalidated."""
-    changed = {name: dataclasses.replace(getattr(config, name), **fields)
-               for name, fields in sections.items()}
-    new = dataclasses.replace(config, **changed)
-    validate(new)
-    return new
-
-
-def is_finite_positive(x: float) -> bool:
-    return math.isfinite(x) and x > 0

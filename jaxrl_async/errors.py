@@ -11,3 +11,9 @@ class ConfigError(UserError, ValueError):
 
 class EnvSpecError(UserError, ValueError):
     """An environment whose outputs disagree with its declared spaces or API."""
+
+
+def require(ok: bool, key: str, value, requirement: str) -> None:
+    """Raise a one-line ConfigError naming `key` unless `ok`."""
+    if not ok:
+        raise ConfigError(f"{key} must be {requirement}, got {value!r}")

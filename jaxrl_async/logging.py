@@ -51,9 +51,8 @@ class Progress:
 
     def update(self, record: dict) -> None:
         ret = record.get("episode_return")
-        self._bar.set_postfix_str(
-            f"sps={record['sps']:,.0f} return={'-' if ret is None or not math.isfinite(ret) else f'{ret:.1f}'}",
-            refresh=False)
+        shown = "-" if ret is None or not math.isfinite(ret) else f"{ret:.1f}"
+        self._bar.set_postfix_str(f"sps={record['sps']:,.0f} return={shown}", refresh=False)
         self._bar.update(int(record["env_steps"]) - self._bar.n)
 
     def write(self, line: str) -> None:

@@ -7,12 +7,12 @@ the training pipeline; compile time is excluded. Each measurement is repeated
 and reported as median [min–max]. Buffers start full; keys are Philox (the
 project's default on CPU); the items an add writes are made without random
 numbers, so the add is what is timed; a "cumsum" sample also writes one
-priority per step, or XLA would hoist its prefix sums out of the loop. Memory: the bytes of the state pytree on the
-device ("state MB"), the scratch XLA allocates for the program ("temp MB"; a
-full copy of the buffer would show up there), the state over the raw bytes of
-the stored items ("÷raw"), and state plus scratch over the raw items plus a
-plain float32 sum tree of 2·capacity floats ("ratio"; the items alone for the
-uniform buffer).
+priority per step, or XLA would hoist its prefix sums out of the loop. Memory: the
+bytes of the state pytree on the device ("state MB"), the scratch XLA allocates
+for the program ("temp MB"; a full copy of the buffer would show up there), the
+state over the raw bytes of the stored items ("÷raw"), and state plus scratch
+over the raw items plus a plain float32 sum tree of 2·capacity floats ("ratio";
+the items alone for the uniform buffer).
 
     flock /tmp/cpu.lock python scripts/bench_replay.py --repeats 5 --json bench_replay.json
     python scripts/bench_replay.py --capacities 10000 --ops round1024 --seconds 0.1  # quick look
@@ -29,7 +29,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxrl_async.replay import prioritized, ring
 

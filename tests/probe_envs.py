@@ -127,3 +127,22 @@ def advantages_reference(values, next_values, rewards, terminated, truncated, ga
             advantage = delta + gamma * lambda_ * (1 - done) * advantage
             out[t][b] = advantage
     return np.array(out)
+
+
+def walk_rollout(make_agent, T=16, B=4):
+    """(pipeline, initial state, trajectory [T, B]) of `make_agent(ctx)` on WalkEnv.
+
+    Sixteen steps of four envs see episodes end by termination and by truncation.
+    """
+    from jaxrl_async.agents import BuildContext
+    from jaxrl_async.envs import check_env, make_batched
+    from jaxrl_async.pipeline import AXIS, make_pipeline
+
+    env = WalkEnv()
+    params = env.default_params
+    agent = make_agent(BuildContext(check_env(env, params), B, T, 1, axis_name=AXIS))
+    pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params, T, B)
+    state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
+    _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state, state.obs,
+                                              jax.random.PRNGKey(1))
+    return pipeline, state, traj

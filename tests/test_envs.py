@@ -1,6 +1,5 @@
-"""Environments: `make` and `check_env` for every gymnax id, the wrappers, truncation bootstrapping."""
-
-from pathlib import Path
+"""Environments: `make` and `check_env` for every gymnax id, the wrappers, truncation
+bootstrapping."""
 
 import jax
 import jax.numpy as jnp
@@ -9,16 +8,13 @@ import pytest
 from flax import struct
 from gymnax.environments import spaces
 
-from jaxrl_async.agents import BuildContext
 from jaxrl_async.agents.ppo import PPOConfig, make_ppo
-from jaxrl_async.envs import (CastObservation, EnvSpec, EpisodeStatistics, VecEnv, check_env, make, make_batched,
-                              registered_envs)
+from jaxrl_async.envs import (CastObservation, EnvSpec, EpisodeStatistics, VecEnv, check_env,
+                              make, make_batched, registered_envs)
 from jaxrl_async.errors import ConfigError, EnvSpecError
 from jaxrl_async.networks import ValueHead
-from jaxrl_async.pipeline import AXIS, make_pipeline
-from jaxrl_async.returns import gae
 
-from probe_envs import WalkEnv, advantages_reference
+from probe_envs import WalkEnv, advantages_reference, walk_rollout
 
 # ---------------------------------------------------------------------------------------------
 # make / check_env for every registered gymnax id
@@ -187,17 +183,12 @@ def test_ppo_learn_bootstraps_truncated_steps_from_final_observation():
     behaviour log-probabilities equal to the current ones (ratio 1), the first and only
     gradient step reports pg_loss = -mean(A) and value_loss = mean(A^2) / 2.
     """
-    env = WalkEnv()
-    params = env.default_params
     T, B = 16, 4
+    params = WalkEnv().default_params
     config = PPOConfig(hidden_sizes=(8,), num_epochs=1, num_minibatches=1,
                        normalize_advantages=False, clip_value=False, ent_coef=0.0,
                        anneal_lr=False, gamma=0.9, gae_lambda=0.8)
-    agent = make_ppo(config, BuildContext(check_env(env, params), B, T, 1, axis_name=AXIS))
-    pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params, T, B)
-    state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
-    _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state, state.obs,
-                                              jax.random.PRNGKey(1))
+    pipeline, state, traj = walk_rollout(lambda ctx: make_ppo(config, ctx), T, B)
 
     obs, next_obs = np.asarray(traj.obs), np.asarray(traj.next_obs)
     terminated, truncated = np.asarray(traj.terminated), np.asarray(traj.truncated)

@@ -5,14 +5,11 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.agents import BuildContext
 from jaxrl_async.agents.impala import IMPALAConfig, env_group_minibatches, make_impala
-from jaxrl_async.envs import check_env, make_batched
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import ValueHead
-from jaxrl_async.pipeline import AXIS, make_pipeline
 
-from probe_envs import WalkEnv, advantages_reference
+from probe_envs import advantages_reference, walk_rollout
 
 
 def test_impala_solves_cartpole():
@@ -43,16 +40,10 @@ def test_impala_learn_targets_bootstrap_truncated_steps_from_final_observation()
     value_loss = mean((v - V)^2) / 2, with v computed before the step; compared with the
     truncation-aware reference PPO is tested against, and told apart from the usual mistakes.
     """
-    env = WalkEnv()
-    params = env.default_params
     T, B = 16, 4
     config = IMPALAConfig(hidden_sizes=(8,), ent_coef=0.0, anneal_lr=False, gamma=0.9,
                           vtrace_lambda=0.8)
-    agent = make_impala(config, BuildContext(check_env(env, params), B, T, 1, axis_name=AXIS))
-    pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params, T, B)
-    state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
-    _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state, state.obs,
-                                              jax.random.PRNGKey(1))
+    pipeline, state, traj = walk_rollout(lambda ctx: make_impala(config, ctx), T, B)
     terminated, truncated = np.asarray(traj.terminated), np.asarray(traj.truncated)
     done = terminated | truncated
     assert (truncated & ~terminated).any() and terminated.any(), "need both kinds of ending"

@@ -1,7 +1,6 @@
 """The pipeline's lag semantics: synchronous ticks, the double buffer, the parameter queue."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -11,12 +11,21 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_async import distributions as D
 from jaxrl_async.envs.spec import EnvSpec
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import CategoricalPolicy, GaussianPolicy, ValueHead
+
+
+@struct.dataclass
+class ActorCriticState:
+    """The learner state of an actor-critic agent."""
+
+    params: dict  # {"actor": ..., "critic": ...}
+    opt_state: optax.OptState  # over the parameters as one flat vector (see `sgd`)
 
 
 class ActorCritic(NamedTuple):

@@ -15,13 +15,11 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import optax
-from flax import struct
 
 from jaxrl_async.agents.base import Agent, BuildContext
-from jaxrl_async.agents.common import (fold_truncation, init_opt_state, make_actor_critic,
-                                       make_optimizer, sgd)
-from jaxrl_async.errors import ConfigError
+from jaxrl_async.agents.common import (ActorCriticState, fold_truncation, init_opt_state,
+                                       make_actor_critic, make_optimizer, sgd)
+from jaxrl_async.errors import ConfigError, require
 from jaxrl_async.networks import ACTIVATIONS
 from jaxrl_async.returns import vtrace
 
@@ -50,9 +48,8 @@ class IMPALAConfig:
 
     def __post_init__(self):
         def need(ok, key, requirement):
-            if not ok:
-                raise ConfigError(f"agent.{key} must be {requirement}, "
-                                  f"got {getattr(self, key)!r}")
+            require(ok, f"agent.{key}", getattr(self, key), requirement)
+
         need(self.learning_rate > 0, "learning_rate", "> 0")
         need(self.optimizer in OPTIMIZERS, "optimizer", f"one of {list(OPTIMIZERS)}")
         need(self.optimizer_eps > 0, "optimizer_eps", "> 0")
@@ -81,12 +78,6 @@ class IMPALAConfig:
                 f"env.num_envs={config.env.num_envs}{where} (IMPALA minibatches split the envs)")
 
 
-@struct.dataclass
-class IMPALAState:
-    params: dict  # {"actor": ..., "critic": ...}
-    opt_state: optax.OptState
-
-
 def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
     net = make_actor_critic(ctx.spec, config.hidden_sizes, config.activation, "impala")
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
@@ -95,7 +86,7 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
 
     def init(key):
         params = net.init(key)
-        return IMPALAState(params, init_opt_state(optimizer, params))
+        return ActorCriticState(params, init_opt_state(optimizer, params))
 
     def loss_fn(params, mb):
         """mb: whole rollouts of some envs, time-major [T, b, ...]."""
@@ -128,7 +119,7 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
         }
         return total, metrics
 
-    def learn(state: IMPALAState, traj, key):
+    def learn(state: ActorCriticState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
         data = {"obs": traj.obs, "next_obs": traj.next_obs, "action": net.scored_action(traj),
                 "log_prob": traj.extras["log_prob"],
@@ -142,7 +133,7 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
             loss_fn, optimizer, state.params, state.opt_state, key, config.num_epochs,
             lambda epoch_key: env_group_minibatches(epoch_key, data, config.num_minibatches),
             ctx.axis_name)
-        return IMPALAState(params, opt_state), metrics
+        return ActorCriticState(params, opt_state), metrics
 
     return Agent(init=init, act=net.act, learn=learn, data="trajectory")
 

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
-import optax
-from flax import struct
 
 from jaxrl_async.agents.base import Agent, BuildContext
-from jaxrl_async.agents.common import (env_minibatches, fold_truncation, global_mean,
-                                       init_opt_state, make_actor_critic, make_optimizer, sgd)
-from jaxrl_async.errors import ConfigError
+from jaxrl_async.agents.common import (ActorCriticState, env_minibatches, fold_truncation,
+                                       global_mean, init_opt_state, make_actor_critic,
+                                       make_optimizer, sgd)
+from jaxrl_async.errors import ConfigError, require
 from jaxrl_async.networks import ACTIVATIONS
 from jaxrl_async.returns import gae
 
@@ -45,9 +43,8 @@ class PPOConfig:
 
     def __post_init__(self):
         def need(ok, key, requirement):
-            if not ok:
-                raise ConfigError(f"agent.{key} must be {requirement}, "
-                                  f"got {getattr(self, key)!r}")
+            require(ok, f"agent.{key}", getattr(self, key), requirement)
+
         need(self.learning_rate > 0, "learning_rate", "> 0")
         need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
         need(0 <= self.gae_lambda <= 1, "gae_lambda", "in [0, 1]")
@@ -72,12 +69,6 @@ class PPOConfig:
                 f"an equal share of every env's steps)")
 
 
-@struct.dataclass
-class PPOState:
-    params: dict  # {"actor": ..., "critic": ...}
-    opt_state: optax.OptState
-
-
 def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
     net = make_actor_critic(ctx.spec, config.hidden_sizes, config.activation, "ppo")
     obs_shape = ctx.spec.obs_shape
@@ -87,7 +78,7 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
 
     def init(key):
         params = net.init(key)
-        return PPOState(params, init_opt_state(optimizer, params))
+        return ActorCriticState(params, init_opt_state(optimizer, params))
 
     def loss_fn(params, mb):
         log_prob_fn, entropy_fn = net.policy(params["actor"], mb["obs"])
@@ -117,7 +108,7 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         }
         return total, metrics
 
-    def learn(state: PPOState, traj, key):
+    def learn(state: ActorCriticState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
         T, B = traj.reward.shape
         obs_both = jnp.concatenate([traj.obs, traj.next_obs]).reshape(2 * T * B, *obs_shape)
@@ -133,7 +124,7 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
             lambda epoch_key: env_minibatches(epoch_key, data, config.num_minibatches,
                                               ctx.axis_name),
             ctx.axis_name)
-        return PPOState(params, opt_state), metrics
+        return ActorCriticState(params, opt_state), metrics
 
     return Agent(init=init, act=net.act, learn=learn, data="trajectory")
 

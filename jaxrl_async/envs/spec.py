@@ -89,7 +89,8 @@ def check_env(env, params) -> EnvSpec:
         if getattr(value, "shape", None) != ():
             raise EnvSpecError(f"step {name} must be a scalar, got shape "
                                f"{getattr(value, 'shape', type(value).__name__)}")
-    if not jnp.issubdtype(reward.dtype, jnp.floating) and not jnp.issubdtype(reward.dtype, jnp.integer):
+    if not (jnp.issubdtype(reward.dtype, jnp.floating)
+            or jnp.issubdtype(reward.dtype, jnp.integer)):
         raise EnvSpecError(f"step reward must be numeric, got {reward.dtype}")
     if not isinstance(info, dict) or "final_observation" not in info:
         raise EnvSpecError("step info must be a dict with 'final_observation' (the observation "
