@@ -22,6 +22,7 @@ from jaxrl_async.agents import AGENT_CONFIGS
 from jaxrl_async.errors import ConfigError, require
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+REPLAY_KINDS = ("prioritized", "uniform")
 PRNG_IMPLS = ("auto", "philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
 _OVERRIDE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+=")
 
@@ -68,6 +69,28 @@ class PipelineConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReplayConfig:
+    """The replay of off-policy agents (ignored by on-policy ones); split evenly over devices."""
+
+    kind: str = "prioritized"  # or "uniform"
+    capacity: int = 100_000  # transitions, over all devices
+    batch_size: int = 128  # sampled per learner update, over all devices
+    learning_starts: int = 10_000  # env steps before the first update
+    alpha: float = 0.6  # prioritization exponent
+    beta: float = 0.4  # importance-weight exponent at the start, annealed to 1 at the end
+    priority_eps: float = 1e-6  # added to |TD error| so no transition becomes undrawable
+
+    def __post_init__(self):
+        require(self.kind in REPLAY_KINDS, "replay.kind", self.kind, f"one of {REPLAY_KINDS}")
+        require(self.capacity >= 1, "replay.capacity", self.capacity, ">= 1")
+        require(self.batch_size >= 1, "replay.batch_size", self.batch_size, ">= 1")
+        require(self.learning_starts >= 0, "replay.learning_starts", self.learning_starts, ">= 0")
+        require(self.alpha >= 0, "replay.alpha", self.alpha, ">= 0")
+        require(0 <= self.beta <= 1, "replay.beta", self.beta, "in [0, 1]")
+        require(self.priority_eps > 0, "replay.priority_eps", self.priority_eps, "> 0")
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainConfig:
     total_steps: int = 500_000
     seed: int = 0
@@ -97,9 +120,10 @@ class Config:
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
     agent: Any = None  # one of AGENT_CONFIGS, chosen by agent.name
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
+    replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
 
-    SECTIONS: ClassVar[tuple[str, ...]] = ("env", "agent", "pipeline", "train")
+    SECTIONS: ClassVar[tuple[str, ...]] = ("env", "agent", "pipeline", "replay", "train")
 
     @property
     def batch_size(self) -> int:
@@ -189,6 +213,7 @@ def load_config(name_or_path: str | os.PathLike = "ppo_cartpole",
     agent_cls = AGENT_CONFIGS[agent_name]
 
     sections = {"env": EnvConfig, "agent": agent_cls, "pipeline": PipelineConfig,
+                "replay": ReplayConfig,
                 "train": TrainConfig}
     for layer in (raw, dotlist):
         for key, cls in sections.items():

@@ -65,3 +65,22 @@ class ValueHead(nn.Module):
     @nn.compact
     def __call__(self, obs):
         return _dense(1, 1.0)(MLP(self.hidden_sizes, self.activation)(obs))[:, 0]
+
+
+class QNetwork(nn.Module):
+    """Action values [B, num_actions]; with `dueling`, V(x) + A(x, a) − mean_a A(x, a)
+    (Wang et al. 2016) from separate value and advantage layers on a shared torso."""
+
+    num_actions: int
+    hidden_sizes: Sequence[int]
+    activation: str = "relu"
+    dueling: bool = False
+
+    @nn.compact
+    def __call__(self, obs):
+        x = MLP(self.hidden_sizes, self.activation)(obs)
+        advantages = _dense(self.num_actions, 1.0)(x)
+        if not self.dueling:
+            return advantages
+        value = _dense(1, 1.0)(x)
+        return value + advantages - advantages.mean(axis=-1, keepdims=True)

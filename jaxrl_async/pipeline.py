@@ -23,7 +23,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl_async.agents.base import Agent
+from jaxrl_async.agents.base import ActorClock, Agent
+from jaxrl_async.offpolicy import NStepTransition, make_replay_stage
 
 AXIS = "data"  # the mesh axis the env batch is split over
 
@@ -48,11 +49,15 @@ class PipelineState:
     obs: jax.Array  # [B, ...] the observation each env shows now
     key: jax.Array
     updates: jax.Array  # learner updates done so far: the learner's parameter version
+    env_steps: jax.Array  # int32 env steps of all envs in ticks so far (prefills not counted)
     # lag >= 1 only (None otherwise):
     actor_params: Any = None  # [L, ...] the last L parameter versions, oldest first
     actor_versions: Any = None  # [L]
     in_flight: Any = None  # Transition [T, B, ...] written last tick, learned on this tick
     in_flight_version: Any = None  # the parameter version that wrote it
+    # off-policy agents only (None otherwise):
+    replay: Any = None  # [D, ...] one replay per device (offpolicy.py), split over the mesh
+    tail: Any = None  # Transition [n-1, B, ...] steps whose n-step window is still open
 
 
 class Pipeline(NamedTuple):
@@ -91,8 +96,12 @@ def make_mesh(num_devices: int = 0) -> jax.sharding.Mesh:
 
 def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int, *,
                   unroll: int = 1, lag: int = 0, max_staleness: int = -1,
-                  mesh: jax.sharding.Mesh | None = None) -> Pipeline:
+                  mesh: jax.sharding.Mesh | None = None, replay: Any = None,
+                  total_steps: int = 1) -> Pipeline:
     """`env` is batched (a VecEnv, possibly wrapped); its info carries episode statistics.
+
+    Off-policy agents (`agent.data == "replay"`) need `replay`, a ReplayConfig, and
+    `total_steps`, the run's env steps (importance-weight annealing).
 
     The env batch, its states and trajectories are split over the mesh; parameters
     and keys are replicated. Every env draws its randomness from the step key folded
@@ -107,11 +116,18 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         raise ValueError(f"{num_envs} envs do not split over {mesh.size} devices")
     local_envs = num_envs // mesh.size
     P = jax.sharding.PartitionSpec
+    offpolicy = agent.data == "replay"
+    if offpolicy:
+        if replay is None:
+            raise ValueError("an off-policy agent needs a replay config")
+        stage = make_replay_stage(agent.replay, replay, mesh.size, total_steps, AXIS)
+
+    def env_index():
+        return jax.lax.axis_index(AXIS) * local_envs + jnp.arange(local_envs)
 
     def env_keys(key):
         """One key per local env: `key` folded with the env's global index."""
-        first = jax.lax.axis_index(AXIS) * local_envs
-        return jax.vmap(jax.random.fold_in, (None, 0))(key, first + jnp.arange(local_envs))
+        return jax.vmap(jax.random.fold_in, (None, 0))(key, env_index())
 
     def cast(x):
         try:
@@ -125,13 +141,15 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         return jax.tree.map(lambda spec, sub: jax.tree.map(cast, sub) if AXIS in spec else sub,
                             specs, tree)
 
-    def rollout(params, env_state, obs, key, version=0):
+    def rollout(params, env_state, obs, key, version=0, env_steps=0, length=rollout_len):
         env_state, obs = varying((env_state, obs), (env.partition_spec(AXIS), P(AXIS)))
 
-        def step(carry, step_key):
+        def step(carry, xs):
             env_state, obs = carry
+            step_key, t = xs
             keys = jax.vmap(jax.random.split)(env_keys(step_key))
-            action, extras = agent.act(params, obs, keys[:, 0])
+            clock = ActorClock(env_steps + t * num_envs, env_index(), num_envs)
+            action, extras = agent.act(params, obs, keys[:, 0], clock)
             next_obs, env_state, reward, terminated, truncated, info = env.step(
                 keys[:, 1], env_state, action, env_params)
             transition = Transition(obs, action, reward, terminated, truncated,
@@ -140,27 +158,52 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
             episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
             return (env_state, next_obs), (transition, episodes)
 
-        (env_state, obs), (traj, (done, ret, length)) = jax.lax.scan(
-            step, (env_state, obs), jax.random.split(key, rollout_len), unroll=unroll)
+        (env_state, obs), (traj, (done, ret, ep_length)) = jax.lax.scan(
+            step, (env_state, obs), (jax.random.split(key, length), jnp.arange(length)),
+            unroll=unroll)
         stats = {"episodes": done.sum(dtype=jnp.int32),
                  "episode_return_sum": ret.sum(dtype=jnp.float32),
-                 "episode_length_sum": length.sum(dtype=jnp.float32)}
+                 "episode_length_sum": ep_length.sum(dtype=jnp.float32)}
         return env_state, obs, varying(traj), jax.lax.psum(stats, AXIS)
+
+    tick_steps = rollout_len * num_envs
+    n_step = agent.replay.n_step if offpolicy else 1
+
+    def init_replay(params, env_state, obs, key):
+        """An empty replay per device; for n-step, a first tail of n-1 steps."""
+        keys = jax.random.split(key, local_envs)
+        clock = ActorClock(jnp.int32(0), env_index(), num_envs)
+        action = jax.eval_shape(agent.act, params, obs, keys, clock)[0]
+        zeros = lambda x: jnp.zeros(x.shape[1:], x.dtype)  # noqa: E731
+        example = NStepTransition(zeros(obs), zeros(action), jnp.float32(0), jnp.float32(0),
+                                  zeros(obs))
+        replay = jax.tree.map(lambda x: x[None], stage.init(example))
+        tail = None
+        if n_step > 1:
+            env_state, obs, tail, _ = rollout(params, env_state, obs, key, length=n_step - 1)
+        return env_state, obs, varying(replay), tail
 
     def init(key):
         reset_key, agent_key, key = jax.random.split(key, 3)
         obs, env_state = varying(env.reset(env_keys(reset_key), env_params),
                                  (P(AXIS), env.partition_spec(AXIS)))
         learner = agent.init(agent_key)
-        state = PipelineState(learner, env_state, obs, key, jnp.int32(0))
+        state = PipelineState(learner, env_state, obs, key, jnp.int32(0), jnp.int32(0))
+        key, prefill_key = jax.random.split(key)
+        if offpolicy:
+            env_state, obs, replay, tail = init_replay(learner.params, env_state, obs,
+                                                       prefill_key)
+            state = state.replace(env_state=env_state, obs=obs, key=key, replay=replay,
+                                  tail=tail)
         if lag == 0:
             return state
-        # Fill the double buffer: one rollout with the initial parameters.
-        key, prefill_key = jax.random.split(key)
-        env_state, obs, traj, _ = rollout(learner.params, env_state, obs, prefill_key)
         queue = jax.tree.map(lambda p: jnp.broadcast_to(p, (lag, *p.shape)), learner.params)
-        return state.replace(env_state=env_state, obs=obs, key=key, actor_params=queue,
-                             actor_versions=jnp.zeros((lag,), jnp.int32), in_flight=traj,
+        state = state.replace(actor_params=queue, actor_versions=jnp.zeros((lag,), jnp.int32))
+        if offpolicy:
+            return state
+        # Fill the double buffer: one rollout with the initial parameters.
+        env_state, obs, traj, _ = rollout(learner.params, env_state, obs, prefill_key)
+        return state.replace(env_state=env_state, obs=obs, key=key, in_flight=traj,
                              in_flight_version=jnp.int32(0))
 
     def learn(learner_state, updates, traj, version, key):
@@ -171,12 +214,15 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         if max_staleness >= 0:
             learner = jax.tree.map(lambda new, old: jnp.where(updated, new, old),
                                    learner, learner_state)
-        metrics = {**metrics, "policy_lag": staleness.astype(jnp.float32),
-                   "policy_lag_max": staleness.astype(jnp.float32),
+        metrics = {**metrics, **lag_metrics(staleness),
                    "skipped_updates": 1.0 - updated.astype(jnp.float32)}
         return learner, updates + updated.astype(jnp.int32), metrics
 
-    def act(actor_params, actor_versions, env_state, obs, key):
+    def lag_metrics(staleness):
+        staleness = staleness.astype(jnp.float32)
+        return {"policy_lag": staleness, "policy_lag_max": staleness}
+
+    def act(actor_params, actor_versions, env_state, obs, key, env_steps=0):
         """The actor's half of an asynchronous tick: roll out with the oldest queued params.
 
         Returns (env_state, obs, trajectory, stats, version, next key, the learner's key).
@@ -184,7 +230,7 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         key, rollout_key, learn_key = jax.random.split(key, 3)
         oldest = jax.tree.map(lambda q: q[0], actor_params)
         env_state, obs, traj, stats = rollout(oldest, env_state, obs, rollout_key,
-                                              actor_versions[0])
+                                              actor_versions[0], env_steps)
         return env_state, obs, traj, stats, actor_versions[0], key, learn_key
 
     def push(actor_params, actor_versions, params, version):
@@ -195,17 +241,18 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
     def tick_sync(state: PipelineState):
         key, rollout_key, learn_key = jax.random.split(state.key, 3)
         env_state, obs, traj, stats = rollout(state.learner.params, state.env_state, state.obs,
-                                              rollout_key, state.updates)
+                                              rollout_key, state.updates, state.env_steps)
         learner, updates, metrics = learn(state.learner, state.updates, traj, state.updates,
                                           learn_key)
         state = state.replace(learner=learner, env_state=env_state, obs=obs, key=key,
-                              updates=updates)
+                              updates=updates, env_steps=state.env_steps + tick_steps)
         return state, {**metrics, **stats}
 
     def tick_async(state: PipelineState):
         # Actor: nothing here reads the learner's output.
         env_state, obs, traj, stats, version, key, learn_key = act(
-            state.actor_params, state.actor_versions, state.env_state, state.obs, state.key)
+            state.actor_params, state.actor_versions, state.env_state, state.obs, state.key,
+            state.env_steps)
         # Learner: last tick's trajectory.
         learner, updates, metrics = learn(state.learner, state.updates, state.in_flight,
                                           state.in_flight_version, learn_key)
@@ -213,15 +260,46 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
                                             learner.params, updates)
         state = state.replace(
             learner=learner, env_state=env_state, obs=obs, key=key, updates=updates,
-            actor_params=actor_params, actor_versions=actor_versions, in_flight=traj,
-            in_flight_version=version)
+            env_steps=state.env_steps + tick_steps, actor_params=actor_params,
+            actor_versions=actor_versions, in_flight=traj, in_flight_version=version)
         return state, {**metrics, **stats}
 
+    def tick_replay(state: PipelineState):
+        """Off-policy: act, learn from the replay as the last tick left it, then store."""
+        if lag == 0:
+            params, version = state.learner.params, state.updates
+        else:
+            params = jax.tree.map(lambda q: q[0], state.actor_params)
+            version = state.actor_versions[0]
+        key, rollout_key, learn_key = jax.random.split(state.key, 3)
+        env_state, obs, traj, stats = rollout(params, state.env_state, state.obs, rollout_key,
+                                              version, state.env_steps)
+        replay = jax.tree.map(lambda x: x[0], state.replay)
+        learner, replay, metrics, learned = stage.learn(agent.learn, state.learner, replay,
+                                                        state.env_steps, learn_key)
+        replay, tail = stage.store(replay, state.tail, traj)
+        staleness = state.updates - version  # of the parameters that acted
+        updates = state.updates + learned.astype(jnp.int32)
+        state = state.replace(
+            learner=learner, env_state=env_state, obs=obs, key=key, updates=updates,
+            env_steps=state.env_steps + tick_steps,
+            replay=varying(jax.tree.map(lambda x: x[None], replay)), tail=tail)
+        if lag:
+            actor_params, actor_versions = push(state.actor_params, state.actor_versions,
+                                                learner.params, updates)
+            state = state.replace(actor_params=actor_params, actor_versions=actor_versions)
+        metrics = {**metrics, **lag_metrics(staleness), "learning": learned.astype(jnp.float32)}
+        return state, {**metrics, **stats}
+
+    on_policy_lag = lag > 0 and not offpolicy
     specs = PipelineState(
         learner=P(), env_state=env.partition_spec(AXIS), obs=P(AXIS), key=P(), updates=P(),
-        actor_params=P() if lag else None, actor_versions=P() if lag else None,
-        in_flight=P(None, AXIS) if lag else None, in_flight_version=P() if lag else None)
-    tick = tick_sync if lag == 0 else tick_async
+        env_steps=P(), actor_params=P() if lag else None, actor_versions=P() if lag else None,
+        in_flight=P(None, AXIS) if on_policy_lag else None,
+        in_flight_version=P() if on_policy_lag else None,
+        replay=P(AXIS) if offpolicy else None,
+        tail=P(None, AXIS) if offpolicy and n_step > 1 else None)
+    tick = tick_replay if offpolicy else tick_sync if lag == 0 else tick_async
 
     def on_mesh(f, in_specs, out_specs):
         return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)

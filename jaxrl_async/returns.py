@@ -78,3 +78,32 @@ def vtrace(values, bootstrap_value, rewards, discounts, log_rhos, *, lambda_=1.0
     next_vs = jnp.concatenate([vs[1:], bootstrap_value[None]], axis=0)
     pg_advantages = clip(rhos, clip_pg_rho_threshold) * (rewards + discounts * next_vs - values)
     return VTraceReturns(jax.lax.stop_gradient(vs), jax.lax.stop_gradient(pg_advantages))
+
+
+def nstep_returns(rewards, terminated, truncated, n: int, gamma: float):
+    """n-step returns from each of the first T steps of a window [T + n - 1, B].
+
+    For start t the return sums γ^k · r_{t+k} up to n steps, stopping after the step
+    where the episode ended (terminated or truncated). Returns (returns [T, B],
+    discounts [T, B], offsets int32 [T, B]): the bootstrap target is
+    returns + discounts · V(x'_{t+offset}), where x'_{t+k} is the observation after
+    step t+k before any auto-reset. discounts is γ^(offset+1), and 0 where the episode
+    terminated (a truncation still bootstraps, from its final observation).
+    """
+    if n < 1 or rewards.shape[0] < n:
+        raise ValueError(f"nstep_returns: need n >= 1 and a window of at least n steps, got "
+                         f"n={n} and {rewards.shape[0]} steps")
+    T = rewards.shape[0] - (n - 1)
+    returns = jnp.zeros(rewards.shape[1:], jnp.float32)[None].repeat(T, 0)
+    discounts = jnp.zeros_like(returns)
+    offsets = jnp.zeros(returns.shape, jnp.int32)
+    alive = jnp.ones(returns.shape, bool)
+    for k in range(n):
+        reward, term, trunc = (x[k:k + T] for x in (rewards, terminated, truncated))
+        returns = returns + jnp.where(alive, gamma**k * reward.astype(jnp.float32), 0.0)
+        offsets = jnp.where(alive, k, offsets)
+        ends = alive & (term | trunc)
+        discounts = jnp.where(ends, jnp.where(term, 0.0, gamma ** (k + 1)), discounts)
+        alive = alive & ~(term | trunc)
+    discounts = jnp.where(alive, gamma**n, discounts)
+    return returns, discounts, offsets

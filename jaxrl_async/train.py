@@ -113,7 +113,10 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
     pipeline = make_pipeline(agent, batched_env, env_params, config.pipeline.rollout_len,
                              config.env.num_envs, unroll=config.pipeline.unroll,
                              lag=config.pipeline.lag,
-                             max_staleness=config.pipeline.max_staleness, mesh=mesh)
+                             max_staleness=config.pipeline.max_staleness, mesh=mesh,
+                             replay=config.replay,
+                             total_steps=(config.num_updates if num_updates is None
+                                          else num_updates) * config.batch_size)
     return pipeline, agent
 
 

@@ -17,10 +17,17 @@ class Agent(NamedTuple):
     """An algorithm as pure functions (optax-style), built by `make_<algo>(config, spec, ...)`.
 
     init:  (key) -> learner_state
-    act:   (params, obs [B, ...], keys [B]) -> (action [B, ...], extras dict of [B] arrays);
-           one key per env, so that sampling does not depend on how the batch is split
-    learn: (learner_state, trajectory [T, B, ...], key) -> (learner_state, metrics)
-    data:  "trajectory" (on-policy ring) or "replay"
+    act:   (params, obs [B, ...], keys [B], clock) -> (action [B, ...], extras dict of [B]
+           arrays); one key per env, so that sampling does not depend on how the batch is
+           split; `clock` (ActorClock) says how far training is and which envs these are
+    learn: on-policy ("trajectory"):
+             (learner_state, trajectory [T, B, ...], key) -> (learner_state, metrics)
+           off-policy ("replay"):
+             (learner_state, sample: replay Sample of [batch, ...] NStepTransition items,
+              key) -> (learner_state, metrics, priorities [batch]), the new priority of
+              every sampled item (|TD error|); uniform replay ignores them
+    data:  "trajectory" (the pipeline's double buffer) or "replay"
+    replay: for data="replay", how the pipeline feeds the learner (ReplayUse)
 
     Under the data-parallel pipeline, act and learn run per device on a slice of the
     env batch; learn must average over the whole batch with `lax.pmean(…, axis_name)`
@@ -31,8 +38,25 @@ class Agent(NamedTuple):
 
     init: Callable[[jax.Array], LearnerState]
     act: Callable[[Params, jax.Array, jax.Array], tuple[jax.Array, dict]]
-    learn: Callable[[LearnerState, Any, jax.Array], tuple[LearnerState, Metrics]]
+    learn: Callable[..., tuple]
     data: str = "trajectory"
+    replay: "ReplayUse | None" = None
+
+
+class ReplayUse(NamedTuple):
+    """What an off-policy agent asks of the pipeline's replay stage."""
+
+    n_step: int = 1  # transitions stored as n-step returns (offpolicy.nstep_transitions)
+    gamma: float = 0.99  # the discount of those returns
+    updates_per_tick: int = 1  # learner updates (sampled batches) per tick
+
+
+class ActorClock(NamedTuple):
+    """Where the actor is: for schedules (epsilon) and per-env exploration (Ape-X)."""
+
+    env_steps: jax.Array  # int32 [] env steps of all envs taken before this rollout
+    env_index: jax.Array  # int32 [B] the global index of each env in the batch
+    num_envs: int  # the global batch
 
 
 class BuildContext(NamedTuple):

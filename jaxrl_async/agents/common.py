@@ -32,7 +32,7 @@ class ActorCritic(NamedTuple):
     """A policy network and a state-value network for one env spec, as pure functions.
 
     init:   key -> params {"actor": ..., "critic": ...}
-    act:    (params, obs [B, ...], keys [B]) -> (action [B, ...],
+    act:    (params, obs [B, ...], keys [B], clock=None) -> (action [B, ...],
             extras {"log_prob"[, "raw_action"]}), one key per env
     policy: (actor_params, obs [N, ...]) -> (log_prob(action [N, ...]) -> [N], entropy() -> [N])
     value:  (critic_params, obs [N, ...]) -> [N]
@@ -64,7 +64,7 @@ def make_actor_critic(spec: EnvSpec, hidden_sizes, activation: str,
         dummy = jnp.zeros((1, *spec.obs_shape), jnp.float32)
         return {"actor": actor.init(actor_key, dummy), "critic": critic.init(critic_key, dummy)}
 
-    def act(params, obs, key):
+    def act(params, obs, key, clock=None):
         out = actor.apply(params["actor"], obs)
         if spec.discrete:
             action = D.categorical_sample(key, out)
@@ -165,18 +165,10 @@ def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches
     """
     flat, unravel = ravel_pytree(params)
 
-    def flat_loss(flat, mb):
-        loss, metrics = loss_fn(unravel(flat), mb)
-        if axis_name is not None:
-            loss, metrics = jax.lax.pmean((loss, metrics), axis_name)
-        return loss, metrics
-
     def sgd_step(carry, mb):
-        flat, opt_state = carry
-        grads, metrics = jax.grad(flat_loss, has_aux=True)(flat, mb)
-        updates, opt_state = optimizer.update(grads, opt_state, flat)
-        metrics["grad_norm"] = jnp.sqrt(jnp.sum(jnp.square(grads)))
-        return (flat + updates, opt_state), metrics
+        flat, opt_state, metrics, _ = flat_grad_step(
+            lambda p, b: loss_fn(unravel(p), b), optimizer, *carry, mb, axis_name)
+        return (flat, opt_state), metrics
 
     def epoch(carry, epoch_key):
         return jax.lax.scan(sgd_step, carry, minibatches(epoch_key))
@@ -184,3 +176,25 @@ def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches
     (flat, opt_state), metrics = jax.lax.scan(
         epoch, (flat, opt_state), jax.random.split(key, num_epochs))
     return unravel(flat), opt_state, jax.tree.map(jnp.mean, metrics)
+
+
+def flat_grad_step(loss_fn, optimizer, flat, opt_state, batch, axis_name: str | None = None):
+    """One optimizer step on a flat parameter vector: (flat, opt_state, metrics, aux).
+
+    loss_fn(flat, batch) -> (loss, metrics) or (loss, (metrics, aux)); aux is returned
+    as this device computed it (per-sample values such as TD errors), while the loss and
+    the metrics are averaged over devices before differentiating (see `sgd`). A
+    "grad_norm" metric is added.
+    """
+
+    def global_loss(flat):
+        loss, out = loss_fn(flat, batch)
+        metrics, aux = out if isinstance(out, tuple) else (out, None)
+        if axis_name is not None:
+            loss, metrics = jax.lax.pmean((loss, metrics), axis_name)
+        return loss, (metrics, aux)
+
+    grads, (metrics, aux) = jax.grad(global_loss, has_aux=True)(flat)
+    updates, opt_state = optimizer.update(grads, opt_state, flat)
+    metrics["grad_norm"] = jnp.sqrt(jnp.sum(jnp.square(grads)))
+    return flat + updates, opt_state, metrics, aux
