@@ -264,9 +264,30 @@ def validate(config: Config) -> None:
     if devices > 1 and config.train.prng == "philox4x32":
         raise ConfigError("train.prng=philox4x32 does not compile on several devices with this "
                           "JAX; use threefry2x32 (or auto)")
+    if getattr(config.agent, "DATA", "trajectory") == "replay":
+        _validate_replay(config, devices)
     check = getattr(config.agent, "check", None)
     if check is not None:
         check(config)
+
+
+def _validate_replay(config: Config, devices: int) -> None:
+    """An off-policy run: the replay splits over devices and holds at least one tick."""
+    replay, pipeline = config.replay, config.pipeline
+    for key in ("capacity", "batch_size"):
+        value = getattr(replay, key)
+        if value % devices:
+            raise ConfigError(f"replay.{key}={value} does not split over {devices} devices "
+                              f"(each device keeps its own replay; use a multiple of {devices})")
+    if replay.capacity < config.batch_size:
+        raise ConfigError(f"replay.capacity={replay.capacity} is smaller than one tick's "
+                          f"env.num_envs * pipeline.rollout_len = {config.batch_size} steps")
+    if pipeline.placement != "fused":
+        raise ConfigError("pipeline.placement=split supports on-policy agents only; off-policy "
+                          "agents keep the replay beside the learner (use fused)")
+    if pipeline.max_staleness != -1:
+        raise ConfigError("pipeline.max_staleness applies to on-policy agents only; an "
+                          "off-policy agent's data ages in the replay by design")
 
 
 def _local_device_count() -> int:

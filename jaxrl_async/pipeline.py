@@ -265,7 +265,12 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         return state, {**metrics, **stats}
 
     def tick_replay(state: PipelineState):
-        """Off-policy: act, learn from the replay as the last tick left it, then store."""
+        """Off-policy: act, learn from the replay as the last tick left it, then store.
+
+        The replay already decouples the learner from the actor's latest data, so `lag`
+        acts on parameters: at lag L the actor uses the parameters of L updates ago.
+        """
+        params_now, updates_now = state.learner.params, state.updates
         if lag == 0:
             params, version = state.learner.params, state.updates
         else:
@@ -284,9 +289,9 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
             learner=learner, env_state=env_state, obs=obs, key=key, updates=updates,
             env_steps=state.env_steps + tick_steps,
             replay=varying(jax.tree.map(lambda x: x[None], replay)), tail=tail)
-        if lag:
+        if lag:  # queue the parameters this tick started from: the actor stays `lag` behind
             actor_params, actor_versions = push(state.actor_params, state.actor_versions,
-                                                learner.params, updates)
+                                                params_now, updates_now)
             state = state.replace(actor_params=actor_params, actor_versions=actor_versions)
         metrics = {**metrics, **lag_metrics(staleness), "learning": learned.astype(jnp.float32)}
         return state, {**metrics, **stats}
