@@ -1,4 +1,4 @@
-"""The two action distributions PPO needs, as small pure functions over their parameters."""
+"""The action distributions the agents need, as small pure functions over their parameters."""
 
 from __future__ import annotations
 
@@ -37,3 +37,29 @@ def gaussian_log_prob(mean, log_std, action):
 
 def gaussian_entropy(mean, log_std):
     return jnp.broadcast_to(jnp.sum(log_std + 0.5 * (1.0 + _LOG_2PI)), mean.shape[:-1])
+
+
+def tanh_log_det_jacobian(pre_tanh):
+    """sum_i log(1 - tanh(u_i)^2) over the last axis, without cancelling for large |u|.
+
+    Uses 1 - tanh(u)^2 = 4 / (e^u + e^-u)^2, so log(1 - tanh(u)^2) = 2 (log 2 - u -
+    softplus(-2u)), exact in floating point where the direct form rounds to log(0).
+    """
+    return jnp.sum(2.0 * (np.log(2.0) - pre_tanh - jax.nn.softplus(-2.0 * pre_tanh)), axis=-1)
+
+
+def squashed_gaussian_log_prob(mean, log_std, pre_tanh):
+    """log density of tanh(u) at u = pre_tanh [B, A], for u ~ N(mean, exp(log_std)^2).
+
+    The density is of the squashed action in (-1, 1)^A (change of variables).
+    """
+    return gaussian_log_prob(mean, log_std, pre_tanh) - tanh_log_det_jacobian(pre_tanh)
+
+
+def squashed_gaussian_sample(keys, mean, log_std):
+    """(action [B, A] in (-1, 1), its log density [B]): tanh of one Gaussian draw per row.
+
+    Reparameterised: differentiable in mean and log_std. keys [B], one per row.
+    """
+    pre_tanh = gaussian_sample(keys, mean, log_std)
+    return jnp.tanh(pre_tanh), squashed_gaussian_log_prob(mean, log_std, pre_tanh)

@@ -57,7 +57,7 @@ class PipelineState:
     in_flight_version: Any = None  # the parameter version that wrote it
     # off-policy agents only (None otherwise):
     replay: Any = None  # [D, ...] one replay per device (offpolicy.py), split over the mesh
-    tail: Any = None  # Transition [n-1, B, ...] steps whose n-step window is still open
+    window: Any = None  # Transition [T + n - 1, B, ...] the steps the next tick stores
 
 
 class Pipeline(NamedTuple):
@@ -170,7 +170,8 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
     n_step = agent.replay.n_step if offpolicy else 1
 
     def init_replay(params, env_state, obs, key):
-        """An empty replay per device; for n-step, a first tail of n-1 steps."""
+        """An empty replay per device and a first window: T + n - 1 steps rolled out with
+        the initial parameters (not counted in env_steps), which tick 0 stores."""
         keys = jax.random.split(key, local_envs)
         clock = ActorClock(jnp.int32(0), env_index(), num_envs)
         action = jax.eval_shape(agent.act, params, obs, keys, clock)[0]
@@ -178,10 +179,9 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         example = NStepTransition(zeros(obs), zeros(action), jnp.float32(0), jnp.float32(0),
                                   zeros(obs))
         replay = jax.tree.map(lambda x: x[None], stage.init(example))
-        tail = None
-        if n_step > 1:
-            env_state, obs, tail, _ = rollout(params, env_state, obs, key, length=n_step - 1)
-        return env_state, obs, varying(replay), tail
+        env_state, obs, window, _ = rollout(params, env_state, obs, key,
+                                            length=rollout_len + n_step - 1)
+        return env_state, obs, varying(replay), window
 
     def init(key):
         reset_key, agent_key, key = jax.random.split(key, 3)
@@ -191,10 +191,10 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         state = PipelineState(learner, env_state, obs, key, jnp.int32(0), jnp.int32(0))
         key, prefill_key = jax.random.split(key)
         if offpolicy:
-            env_state, obs, replay, tail = init_replay(learner.params, env_state, obs,
+            env_state, obs, replay, window = init_replay(learner.params, env_state, obs,
                                                        prefill_key)
             state = state.replace(env_state=env_state, obs=obs, key=key, replay=replay,
-                                  tail=tail)
+                                  window=window)
         if lag == 0:
             return state
         queue = jax.tree.map(lambda p: jnp.broadcast_to(p, (lag, *p.shape)), learner.params)
@@ -265,12 +265,12 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         return state, {**metrics, **stats}
 
     def tick_replay(state: PipelineState):
-        """Off-policy: act, learn from the replay as the last tick left it, then store.
+        """Off-policy: store last tick's steps, learn from the replay, act; the actor's
+        rollout and the learner share nothing (offpolicy.py).
 
         The replay already decouples the learner from the actor's latest data, so `lag`
         acts on parameters: at lag L the actor uses the parameters of L updates ago.
         """
-        params_now, updates_now = state.learner.params, state.updates
         if lag == 0:
             params, version = state.learner.params, state.updates
         else:
@@ -279,22 +279,23 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         key, rollout_key, learn_key = jax.random.split(state.key, 3)
         env_state, obs, traj, stats = rollout(params, state.env_state, state.obs, rollout_key,
                                               version, state.env_steps)
-        replay = jax.tree.map(lambda x: x[0], state.replay)
+        replay = stage.store(jax.tree.map(lambda x: x[0], state.replay), state.window)
         learner, replay, metrics, learned = stage.learn(agent.learn, state.learner, replay,
                                                         state.env_steps, learn_key)
-        replay, tail = stage.store(replay, state.tail, traj)
-        staleness = state.updates - version  # of the parameters that acted
         updates = state.updates + learned.astype(jnp.int32)
-        state = state.replace(
+        new_state = state.replace(
             learner=learner, env_state=env_state, obs=obs, key=key, updates=updates,
             env_steps=state.env_steps + tick_steps,
-            replay=varying(jax.tree.map(lambda x: x[None], replay)), tail=tail)
+            replay=varying(jax.tree.map(lambda x: x[None], replay)),
+            window=stage.advance(state.window, traj))
         if lag:  # queue the parameters this tick started from: the actor stays `lag` behind
             actor_params, actor_versions = push(state.actor_params, state.actor_versions,
-                                                params_now, updates_now)
-            state = state.replace(actor_params=actor_params, actor_versions=actor_versions)
-        metrics = {**metrics, **lag_metrics(staleness), "learning": learned.astype(jnp.float32)}
-        return state, {**metrics, **stats}
+                                                state.learner.params, state.updates)
+            new_state = new_state.replace(actor_params=actor_params,
+                                          actor_versions=actor_versions)
+        metrics = {**metrics, **lag_metrics(state.updates - version),
+                   "learning": learned.astype(jnp.float32)}
+        return new_state, {**metrics, **stats}
 
     on_policy_lag = lag > 0 and not offpolicy
     specs = PipelineState(
@@ -303,7 +304,7 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         in_flight=P(None, AXIS) if on_policy_lag else None,
         in_flight_version=P() if on_policy_lag else None,
         replay=P(AXIS) if offpolicy else None,
-        tail=P(None, AXIS) if offpolicy and n_step > 1 else None)
+        window=P(None, AXIS) if offpolicy else None)
     tick = tick_replay if offpolicy else tick_sync if lag == 0 else tick_async
 
     def on_mesh(f, in_specs, out_specs):

@@ -83,25 +83,27 @@ def test_nstep_returns_rejects_a_short_window():
 
 
 def test_store_completes_windows_across_rollouts():
-    """The tail carries n-1 steps into the next rollout: every step is stored once, in order,
-    with the n-step target of the uninterrupted stream."""
+    """The window carries n-1 steps into the next rollout: every step is stored once, in
+    order, with the n-step target of the uninterrupted stream."""
     n, gamma, T, B = 3, 0.95, 4, 2
-    stream = random_stream(7, (n - 1) + 3 * T + (n - 1), B)
+    stream = random_stream(7, 4 * T + n - 1, B)
     full = as_transition(*stream)
     stage = make_replay_stage(jaxrl_async.agents.base.ReplayUse(n, gamma, 1),
                               ReplayConfig(kind="uniform", capacity=64), 1, 1000)
     example = jax.tree.map(lambda x: x[0, 0], nstep_transitions(full, n, gamma))
     replay = stage.init(example)
-    tail = jax.tree.map(lambda x: x[:n - 1], full)  # what init's prefill rollout leaves
+    window = jax.tree.map(lambda x: x[:T + n - 1], full)  # what init's prefill rollout leaves
     for i in range(3):
-        chunk = jax.tree.map(lambda x: x[n - 1 + i * T: n - 1 + (i + 1) * T], full)
-        replay, tail = stage.store(replay, tail, chunk)
+        replay = stage.store(replay, window)
+        rollout = jax.tree.map(lambda x: x[T + n - 1 + i * T: T + n - 1 + (i + 1) * T], full)
+        window = stage.advance(window, rollout)
     stored = jax.tree.map(lambda x: x[:3 * T * B].reshape(3 * T, B, *x.shape[1:]),
                           replay.items)
     expected = nstep_transitions(jax.tree.map(lambda x: x[:3 * T + n - 1], full), n, gamma)
     for got, want in zip(stored, expected):
         np.testing.assert_allclose(got, want, rtol=1e-6)
     assert int(replay.size) == 3 * T * B
+    np.testing.assert_array_equal(window.reward, full.reward[3 * T:4 * T + n - 1])
 
 
 def test_double_dqn_target_takes_online_argmax_and_target_value():
@@ -245,7 +247,7 @@ def test_tiny_dqn_run_is_deterministic_and_reports_lag(lag):
     # 64 ticks of 16 steps; learning starts after 64 steps (tick 4), two updates a tick.
     assert int(a.state.learner.steps) == 2 * (64 - 4)
     assert int(a.state.env_steps) == 1024
-    assert int(a.state.replay.ring.size[0]) == 256  # full: 1024 steps into 256 slots
+    assert int(a.state.replay.ring.size[0]) == 256  # full: 64 ticks x 16 steps stored, 256 slots
     assert a.metrics["policy_lag_max"][-1] == lag
     assert a.metrics["learning"][0] < 1.0 and a.metrics["learning"][-1] == 1.0
 

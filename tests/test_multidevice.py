@@ -67,6 +67,28 @@ SCRIPT = textwrap.dedent("""
             out[f"impala{lag}/{devices}"] = {
                 "params": np.asarray(ravel_pytree(result.state.learner.params)[0]).tolist(),
                 "loss": result.metrics["loss"].tolist()}
+    for devices in (1, 2):  # DQN: one prioritized replay per device
+        config = jaxrl_async.load_config("dqn_cartpole", [
+            "env.num_envs=4", "pipeline.rollout_len=4", "agent.hidden_sizes=[16]",
+            "agent.n_step=2", "agent.updates_per_tick=2", "replay.capacity=128",
+            "replay.batch_size=16", "replay.learning_starts=64", "train.total_steps=1024",
+            "train.log_every=256", "train.progress=false", "train.prng=threefry2x32",
+            f"pipeline.devices={devices}"])
+        result = jaxrl_async.train(config)
+        replay = result.state.replay
+        out[f"dqn/{devices}"] = {
+            "shards": int(replay.ring.size.shape[0]),
+            "sizes": np.asarray(replay.ring.size).tolist(),
+            "replay_devices": len(replay.tree.leaves.devices()),
+            "steps": int(result.state.learner.steps),
+            "loss": result.metrics["loss"].tolist(),
+            "return": result.metrics["episode_return"].tolist()}
+    try:
+        jaxrl_async.load_config("dqn_cartpole", ["replay.batch_size=130", "env.num_envs=8",
+                                                 "pipeline.devices=4"])
+        errors.append(None)
+    except jaxrl_async.ConfigError as e:
+        errors.append(str(e))
     out["errors"] = errors
     print(json.dumps(out))
 """)
@@ -125,3 +147,19 @@ def test_impala_same_parameters_on_two_devices(runs, lag):
     one, two = runs[f"impala{lag}/1"], runs[f"impala{lag}/2"]
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(two["params"], one["params"], rtol=0, atol=1e-5)
+
+
+def test_dqn_keeps_one_replay_per_device(runs):
+    """Each device stores its own envs' transitions in a replay of capacity/D."""
+    import numpy as np
+
+    one, two = runs["dqn/1"], runs["dqn/2"]
+    assert one["shards"] == 1 and two["shards"] == 2 and two["replay_devices"] == 2
+    # 1024 steps into 128 slots: full on one device; 64 slots per device on two.
+    assert one["sizes"] == [128] and two["sizes"] == [64, 64]
+    assert one["steps"] == two["steps"] == 2 * (64 - 4)  # learning starts at tick 4 of 64
+    # Same envs and the same actions until learning starts; then the sharded replay
+    # draws other batches, so only the first log point's returns must agree.
+    np.testing.assert_allclose(two["return"][0], one["return"][0], rtol=1e-5)
+    assert np.all(np.isfinite(two["loss"])) and two["loss"][-1] > 0
+    assert "replay.batch_size=130 does not split over 4 devices" in runs["errors"][-1]

@@ -4,9 +4,10 @@ from jaxrl_async.agents.base import Agent, BuildContext
 from jaxrl_async.agents.dqn import DQNConfig, make_dqn
 from jaxrl_async.agents.impala import IMPALAConfig, make_impala
 from jaxrl_async.agents.ppo import PPOConfig, make_ppo
+from jaxrl_async.agents.sac import SACConfig, make_sac
 
-AGENT_CONFIGS = {"ppo": PPOConfig, "impala": IMPALAConfig, "dqn": DQNConfig}
-AGENT_FACTORIES = {"ppo": make_ppo, "impala": make_impala, "dqn": make_dqn}
+AGENT_CONFIGS = {"ppo": PPOConfig, "impala": IMPALAConfig, "dqn": DQNConfig, "sac": SACConfig}
+AGENT_FACTORIES = {"ppo": make_ppo, "impala": make_impala, "dqn": make_dqn, "sac": make_sac}
 
 
 def make_agent(config, ctx: BuildContext) -> Agent:
@@ -14,4 +15,4 @@ def make_agent(config, ctx: BuildContext) -> Agent:
 
 
 __all__ = ["AGENT_CONFIGS", "Agent", "BuildContext", "DQNConfig", "IMPALAConfig", "PPOConfig",
-           "make_agent", "make_dqn", "make_impala", "make_ppo"]
+           "SACConfig", "make_agent", "make_dqn", "make_impala", "make_ppo", "make_sac"]

@@ -1,0 +1,194 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018, "SAC Algorithms and Applications"), as an Agent.
+
+A tanh-squashed Gaussian policy, twin Q critics with Polyak-averaged target copies
+(clipped double Q), and a temperature α tuned so that the policy's entropy tracks a
+target (default -action_dim). Replay is uniform or prioritized: the critic loss is
+weighted by the sample's importance weights and the new priorities are |TD errors|.
+
+Actions: the policy acts in (-1, 1)^A, mapped affinely onto the env's bounds; the
+critics and the log-probabilities (hence the entropy target) live in that (-1, 1)
+space, so they do not depend on the env's units. Stored env actions are mapped back
+before the critics see them.
+
+One learner step is ONE gradient step of one Adam over one flat vector holding the
+actor, the twin critics and log α. The loss is the sum of three parts, each of
+which moves only its own parameters (the others enter it under stop_gradient):
+
+  critic: Σ_i mean(w · (Q_i(x, a) - y)^2) / 2, y = r + d · (min_i Q'_i(x', a') - α log π(a'|x'))
+          with a' ~ π(x') and Q' the target critics;
+  actor:  mean(α log π(a|x) - min_i Q_i(x, a)), a ~ π(x), with the critics of this same
+          step before its update (the loss is taken at one parameter point);
+  alpha:  -mean(log α · (log π(a|x) + target_entropy)).
+
+Since each parameter gets gradient from one part only, one Adam equals three Adams at
+the same learning rate (unless max_grad_norm clips the joint norm).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax.flatten_util import ravel_pytree
+
+from jaxrl_async import distributions as D
+from jaxrl_async.agents.base import Agent, BuildContext, ReplayUse
+from jaxrl_async.agents.common import flat_grad_step
+from jaxrl_async.errors import ConfigError, require
+from jaxrl_async.networks import ACTIVATIONS, QEnsemble, SquashedGaussianPolicy
+
+NUM_CRITICS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class SACConfig:
+    name: str = "sac"
+    learning_rate: float = 3e-4
+    adam_eps: float = 1e-8
+    gamma: float = 0.99
+    n_step: int = 1
+    tau: float = 0.005  # Polyak step of the target critics, once per update
+    updates_per_tick: int = 1
+    reward_scale: float = 1.0  # multiplies the (n-step) rewards in the critic's target
+    init_alpha: float = 1.0
+    target_entropy: float | None = None  # None: -action_dim
+    max_grad_norm: float = 0.0  # clip the joint gradient norm; 0: no clipping
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+
+    def __post_init__(self):
+        def need(ok, key, requirement):
+            require(ok, f"agent.{key}", getattr(self, key), requirement)
+
+        need(self.learning_rate > 0, "learning_rate", "> 0")
+        need(self.adam_eps > 0, "adam_eps", "> 0")
+        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
+        need(self.n_step >= 1, "n_step", ">= 1")
+        need(0 < self.tau <= 1, "tau", "in (0, 1]")
+        need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
+        need(self.reward_scale > 0, "reward_scale", "> 0")
+        need(self.init_alpha > 0, "init_alpha", "> 0")
+        need(self.target_entropy is None or math.isfinite(self.target_entropy),
+             "target_entropy", "a finite number or null (-action_dim)")
+        need(self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: no clipping)")
+        need(len(self.hidden_sizes) >= 1 and min(self.hidden_sizes) >= 1,
+             "hidden_sizes", "a non-empty list of positive ints")
+        need(self.activation in ACTIVATIONS, "activation", f"one of {sorted(ACTIVATIONS)}")
+
+
+@struct.dataclass
+class SACState:
+    """The learner state. `params` is what the actor needs: the policy network's."""
+
+    params: dict  # policy
+    critic: dict  # the twin critics, stacked on a leading axis of NUM_CRITICS
+    target_critic: dict  # their Polyak average
+    log_alpha: jax.Array  # float32 [] log of the entropy temperature
+    opt_state: optax.OptState  # over ravel_pytree({"actor", "critic", "log_alpha"})
+
+
+def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
+    spec = ctx.spec
+    if spec.discrete:
+        raise ConfigError(f"sac needs continuous actions; this env's are discrete "
+                          f"({spec.num_actions} actions)")
+    if len(spec.action_shape) != 1:
+        raise ConfigError(f"sac needs a vector action, got shape {spec.action_shape}")
+    low = np.asarray(spec.action_low, np.float32)
+    high = np.asarray(spec.action_high, np.float32)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
+        raise ConfigError("sac squashes actions into the env's bounds, which must be finite "
+                          f"with low < high (got low={low.tolist()}, high={high.tolist()})")
+    action_dim = spec.action_shape[0]
+    center, half = jnp.asarray((high + low) / 2), jnp.asarray((high - low) / 2)
+    target_entropy = (-float(action_dim) if config.target_entropy is None
+                      else float(config.target_entropy))
+    actor = SquashedGaussianPolicy(action_dim, config.hidden_sizes, config.activation)
+    critic = QEnsemble(NUM_CRITICS, config.hidden_sizes, config.activation)
+    optimizer = optax.adam(config.learning_rate, eps=config.adam_eps)
+    if config.max_grad_norm > 0:
+        optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
+
+    def trainable(state):
+        return {"actor": state.params, "critic": state.critic, "log_alpha": state.log_alpha}
+
+    def init(key):
+        actor_key, critic_key = jax.random.split(key)
+        obs = jnp.zeros((1, *spec.obs_shape), jnp.float32)
+        critic_params = critic.init(critic_key, obs, jnp.zeros((1, action_dim), jnp.float32))
+        state = SACState(params=actor.init(actor_key, obs), critic=critic_params,
+                         target_critic=critic_params,
+                         log_alpha=jnp.float32(np.log(config.init_alpha)), opt_state=None)
+        return state.replace(opt_state=optimizer.init(ravel_pytree(trainable(state))[0]))
+
+    def act(params, obs, keys, clock=None):
+        mean, log_std = actor.apply(params, obs)
+        squashed = jnp.tanh(D.gaussian_sample(keys, mean, log_std))
+        action = jnp.clip(center + half * squashed, low, high)
+        return action.astype(spec.action_dtype), {}
+
+    def loss_fn(flat, unravel, target_critic, batch):
+        p = unravel(flat)
+        obs, next_obs = batch["obs"], batch["next_obs"]
+        b = obs.shape[0]
+        alpha = jnp.exp(jax.lax.stop_gradient(p["log_alpha"]))
+        # One policy pass over x and x'; the x' half only feeds targets, so it is cut.
+        mean, log_std = actor.apply(p["actor"], jnp.concatenate([obs, next_obs]))
+        action_pi, log_pi = D.squashed_gaussian_sample(
+            batch["sample_keys"], mean, log_std)
+        action, next_action = action_pi[:b], jax.lax.stop_gradient(action_pi[b:])
+        log_pi, next_log_pi = log_pi[:b], jax.lax.stop_gradient(log_pi[b:])
+
+        next_q = jnp.min(critic.apply(target_critic, next_obs, next_action), axis=0)
+        target = jax.lax.stop_gradient(
+            config.reward_scale * batch["reward"]
+            + batch["discount"] * (next_q - alpha * next_log_pi))
+        q = critic.apply(p["critic"], obs, batch["action"])  # [NUM_CRITICS, b]
+        td = q - target
+        critic_loss = 0.5 * jnp.sum(jnp.mean(batch["weights"] * jnp.square(td), axis=-1))
+
+        q_pi = critic.apply(jax.lax.stop_gradient(p["critic"]), obs, action)
+        actor_loss = jnp.mean(alpha * log_pi - jnp.min(q_pi, axis=0))
+        alpha_loss = -p["log_alpha"] * jax.lax.stop_gradient(
+            jnp.mean(log_pi) + target_entropy)
+
+        loss = critic_loss + actor_loss + alpha_loss
+        metrics = {"loss": loss, "critic_loss": critic_loss, "actor_loss": actor_loss,
+                   "alpha_loss": alpha_loss, "alpha": alpha, "entropy": -jnp.mean(log_pi),
+                   "q": jnp.mean(q), "target": jnp.mean(target),
+                   "td_abs": jnp.mean(jnp.abs(td))}
+        return loss, (metrics, jnp.mean(jnp.abs(td), axis=0))
+
+    def learn(state: SACState, sample, key):
+        """sample: replay Sample of [b] NStepTransition items (this device's slice)."""
+        items = sample.items
+        b = items.reward.shape[0]
+        # Per-sample keys from the sample's global position: the same draws however
+        # the batch is split over devices. Rows b.. are the next observations'.
+        first = 0 if ctx.axis_name is None else jax.lax.axis_index(ctx.axis_name) * b
+        obs_key, next_key = jax.random.split(key)
+        index = first + jnp.arange(b)
+        fold = jax.vmap(jax.random.fold_in, (None, 0))
+        batch = {"obs": items.obs, "next_obs": items.next_obs,
+                 "action": (items.action.astype(jnp.float32) - center) / half,
+                 "reward": items.reward.astype(jnp.float32),
+                 "discount": items.discount.astype(jnp.float32),
+                 "weights": sample.weights.astype(jnp.float32),
+                 "sample_keys": jnp.concatenate([fold(obs_key, index), fold(next_key, index)])}
+        flat, unravel = ravel_pytree(trainable(state))
+        flat, opt_state, metrics, priorities = flat_grad_step(
+            lambda f, mb: loss_fn(f, unravel, state.target_critic, mb), optimizer, flat,
+            state.opt_state, batch, ctx.axis_name)
+        p = unravel(flat)
+        target_critic = optax.incremental_update(p["critic"], state.target_critic, config.tau)
+        state = SACState(params=p["actor"], critic=p["critic"], target_critic=target_critic,
+                         log_alpha=p["log_alpha"], opt_state=opt_state)
+        return state, metrics, priorities
+
+    return Agent(init=init, act=act, learn=learn, data="replay",
+                 replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick))
