@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +48,8 @@ NUM_CRITICS = 2
 
 @dataclasses.dataclass(frozen=True)
 class SACConfig:
+    DATA: ClassVar[str] = "replay"
+
     name: str = "sac"
     learning_rate: float = 3e-4
     adam_eps: float = 1e-8
