@@ -10,12 +10,37 @@ from jaxrl_async.errors import UserError
 
 
 def _train(args) -> int:
+    from jaxrl_async import distributed
     from jaxrl_async.config import load_config
     from jaxrl_async.train import default_run_dir, train
 
+    # Several processes join before load_config counts the devices (the mesh spans them all).
+    distributed.initialize(args.config, args.overrides)
     config = load_config(args.config, args.overrides)
     run_dir = args.run_dir or default_run_dir(config)
     train(config, run_dir=run_dir)
+    return 0
+
+
+def _resume(args) -> int:
+    from jaxrl_async import distributed
+    from jaxrl_async.train import resume
+
+    # `total_steps=N` (as in `jaxrl-async resume RUN_DIR total_steps=N`) is train.total_steps.
+    overrides = [f"train.{o}" if o.split("=", 1)[0] == "total_steps" else o
+                 for o in args.overrides]
+    # The run's config.yaml holds no launch settings: each session gives its own.
+    distributed.initialize(None, overrides)
+    resume(args.run_dir, overrides)
+    return 0
+
+
+def _eval(args) -> int:
+    from jaxrl_async.evaluate import evaluate_run
+
+    r = evaluate_run(args.run_dir, args.episodes, args.mode, args.seed)
+    print(f"{args.run_dir}: {r['return_mean']:.2f} ± {r['return_std']:.2f} over {r['episodes']} "
+          f"episodes ({r['mode']}, checkpoint at {r['env_steps']:,} env steps)")
     return 0
 
 
@@ -83,6 +108,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", default=None, help="default: runs/<config>-<timestamp>")
     p.set_defaults(func=_train)
 
+    p = sub.add_parser("resume", help="continue a run from its latest checkpoint")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("overrides", nargs="*", metavar="train.total_steps=N",
+                   help="extend the run (also train.progress, checkpoint.every/keep)")
+    p.set_defaults(func=_resume)
+
+    p = sub.add_parser("eval", help="evaluate a run's latest checkpoint (also RUN_DIR/eval.json)")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--episodes", type=int, default=None, help="default: the run's eval.episodes")
+    p.add_argument("--mode", choices=("greedy", "sample"), default=None,
+                   help="the greedy (mean) action or the policy's own sampling; default: "
+                        "the run's eval.mode")
+    p.add_argument("--seed", type=int, default=None, help="default: the run's train.seed")
+    p.set_defaults(func=_eval)
+
     p = sub.add_parser("plot", help="learning curves and SPS of run directories, to a PNG")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--out", default=None, help="default: RUN_DIR/curves.png for one run, "
@@ -122,8 +162,10 @@ def main(argv=None) -> int:
     except UserError as e:
         print(f"jaxrl-async: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("jaxrl-async: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        run_dir = getattr(e, "run_dir", None)  # TrainingInterrupted: a checkpoint was saved
+        hint = f"; resume with: jaxrl-async resume {run_dir}" if run_dir is not None else ""
+        print(f"jaxrl-async: interrupted{hint}", file=sys.stderr)
         return 130
 
 

@@ -23,6 +23,7 @@ from jaxrl_async.errors import ConfigError, require
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 REPLAY_KINDS = ("prioritized", "uniform")
+EVAL_MODES = ("greedy", "sample")
 PRNG_IMPLS = ("auto", "philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
 _OVERRIDE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+=")
 
@@ -46,7 +47,8 @@ class PipelineConfig:
     lag: int = 0
     # Skip learner updates on data produced more than this many updates ago; -1: never.
     max_staleness: int = -1
-    # Local devices the env batch and the learner's batch are split over (0: all).
+    # Devices the env batch and the learner's batch are split over (0: all). With several
+    # processes (`distributed`) the mesh spans every device of every process.
     devices: int = 0
     # "fused": actor and learner share every device, one program per host call.
     # "split": the first `actor_devices` devices act, the rest learn, and the host
@@ -115,6 +117,63 @@ class TrainConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+    """Checkpoints of a run that writes a run directory (RUN_DIR/checkpoints/<env steps>).
+
+    A final checkpoint, and one on Ctrl-C / SIGTERM, are always written there; `every`
+    adds periodic ones, at the first host-call boundary past each multiple.
+    """
+
+    every: int = 0  # env steps between periodic checkpoints; 0: no periodic checkpoints
+    keep: int = 3  # the most recent checkpoints kept on disk
+
+    def __post_init__(self):
+        require(self.every >= 0, "checkpoint.every", self.every, ">= 0 (0: only at the end)")
+        require(self.keep >= 1, "checkpoint.keep", self.keep, ">= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """Evaluation on separate envs: the first episode of each of `episodes` fresh envs."""
+
+    every: int = 0  # env steps between evaluations (and one at the end); 0: no evaluation
+    episodes: int = 16
+    mode: str = "greedy"  # the deterministic action, or "sample" (the acting policy's draws)
+    max_steps: int = 0  # the cap on an episode; 0: the env's own limit, else 10000
+
+    def __post_init__(self):
+        require(self.every >= 0, "eval.every", self.every, ">= 0 (0: no evaluation)")
+        require(self.episodes >= 1, "eval.episodes", self.episodes, ">= 1")
+        require(self.mode in EVAL_MODES, "eval.mode", self.mode, f"one of {EVAL_MODES}")
+        require(self.max_steps >= 0, "eval.max_steps", self.max_steps,
+                ">= 0 (0: the env's own limit)")
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedConfig:
+    """How this session joins a multi-process run (`jax.distributed`); one process if unset.
+
+    Launch settings, not part of the run: they stay out of the run directory's
+    config.yaml, and a resume gives its own. Resolved against JAX's environment
+    variables by `jaxrl_async.distributed`, which must run before any other JAX call.
+    """
+
+    coordinator: str = ""  # HOST:PORT of process 0; "": $JAX_COORDINATOR_ADDRESS
+    num_processes: int = 0  # 0: $JAX_NUM_PROCESSES, else 1
+    process_id: int = -1  # -1: $JAX_PROCESS_ID, else 0
+    timeout: int = 300  # seconds to wait for every process to join
+
+    def __post_init__(self):
+        address = self.coordinator == "" or re.fullmatch(r"\S+:\d+", self.coordinator)
+        require(bool(address), "distributed.coordinator", self.coordinator, "HOST:PORT")
+        require(self.num_processes >= 0, "distributed.num_processes", self.num_processes,
+                ">= 0 (0: from the environment)")
+        require(self.process_id >= -1, "distributed.process_id", self.process_id,
+                ">= 0 (-1: from the environment)")
+        require(self.timeout >= 1, "distributed.timeout", self.timeout, ">= 1")
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     name: str = "custom"
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
@@ -122,8 +181,12 @@ class Config:
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)
 
-    SECTIONS: ClassVar[tuple[str, ...]] = ("env", "agent", "pipeline", "replay", "train")
+    SECTIONS: ClassVar[tuple[str, ...]] = ("env", "agent", "pipeline", "replay", "train",
+                                             "checkpoint", "eval", "distributed")
 
     @property
     def batch_size(self) -> int:
@@ -139,11 +202,14 @@ class Config:
         """The PRNG implementation `train.prng` resolves to on this machine."""
         if self.train.prng != "auto":
             return self.train.prng
-        devices = self.pipeline.devices or _local_device_count()
+        devices = self.pipeline.devices or _device_count()
         return "philox4x32" if devices == 1 else "threefry2x32"
 
     def to_yaml(self) -> str:
-        return OmegaConf.to_yaml(OmegaConf.structured(self))
+        """The run's config; `distributed` (how this session was launched) is left out."""
+        tree = OmegaConf.to_container(OmegaConf.structured(self))
+        tree.pop("distributed")
+        return OmegaConf.to_yaml(tree)
 
 
 def available_configs() -> list[str]:
@@ -214,7 +280,8 @@ def load_config(name_or_path: str | os.PathLike = "ppo_cartpole",
 
     sections = {"env": EnvConfig, "agent": agent_cls, "pipeline": PipelineConfig,
                 "replay": ReplayConfig,
-                "train": TrainConfig}
+                "train": TrainConfig, "checkpoint": CheckpointConfig,
+                "eval": EvalConfig, "distributed": DistributedConfig}
     for layer in (raw, dotlist):
         for key, cls in sections.items():
             if key in layer:
@@ -244,10 +311,19 @@ def validate(config: Config) -> None:
     """Checks that span sections (shapes that must divide, budgets that must fit)."""
     require(config.num_updates >= 1, "train.total_steps", config.train.total_steps,
             f">= env.num_envs * pipeline.rollout_len = {config.batch_size}")
-    devices = config.pipeline.devices or _local_device_count()
-    if config.pipeline.devices > _local_device_count():
+    devices = config.pipeline.devices or _device_count()
+    processes = _process_count()
+    if config.pipeline.devices > _device_count():
+        where = "local devices" if processes == 1 else f"devices over {processes} processes"
         raise ConfigError(f"pipeline.devices={config.pipeline.devices} but only "
-                          f"{_local_device_count()} local devices")
+                          f"{_device_count()} {where}")
+    if processes > 1:  # the mesh spans every process (pipeline.make_mesh)
+        if devices != _device_count():
+            raise ConfigError(f"pipeline.devices={devices}: a run over {processes} processes "
+                              f"uses all {_device_count()} devices (set 0)")
+        if config.pipeline.placement == "split":
+            raise ConfigError("pipeline.placement=split runs in one process; use fused with "
+                              "several processes")
     groups = [devices]
     if config.pipeline.placement == "split":
         if config.pipeline.lag < 1:
@@ -290,7 +366,14 @@ def _validate_replay(config: Config, devices: int) -> None:
                           "off-policy agent's data ages in the replay by design")
 
 
-def _local_device_count() -> int:
+def _device_count() -> int:
+    """Devices of every process: the mesh spans them all (one process: its own)."""
     import jax
 
-    return jax.local_device_count()
+    return jax.device_count()
+
+
+def _process_count() -> int:
+    import jax
+
+    return jax.process_count()

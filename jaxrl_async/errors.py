@@ -17,3 +17,16 @@ def require(ok: bool, key: str, value, requirement: str) -> None:
     """Raise a one-line ConfigError naming `key` unless `ok`."""
     if not ok:
         raise ConfigError(f"{key} must be {requirement}, got {value!r}")
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped training between two host calls.
+
+    `run_dir` holds a checkpoint of that point (None when the run wrote no directory).
+    """
+
+    def __init__(self, env_steps: int, run_dir=None):
+        self.env_steps, self.run_dir = env_steps, run_dir
+        where = (f"checkpoint saved; resume with jaxrl_async.resume({str(run_dir)!r})"
+                 if run_dir is not None else "no run directory: nothing saved")
+        super().__init__(f"interrupted at {env_steps:,} env steps ({where})")

@@ -26,10 +26,13 @@ class JsonlSink:
 
 
 class TensorBoardSink:
-    def __init__(self, log_dir: Path):
+    """`purge_step`: a resumed run's first step; TensorBoard hides the earlier session's
+    events from that step on (written after its last checkpoint)."""
+
+    def __init__(self, log_dir: Path, purge_step: int | None = None):
         from tensorboardX import SummaryWriter  # imported lazily: protobuf is slow to load
 
-        self._writer = SummaryWriter(str(log_dir))
+        self._writer = SummaryWriter(str(log_dir), purge_step=purge_step)
 
     def __call__(self, record: dict) -> None:
         step = int(record["env_steps"])
@@ -44,9 +47,9 @@ class TensorBoardSink:
 class Progress:
     """A tqdm bar over env steps with SPS and the latest return; silent when disabled."""
 
-    def __init__(self, total: int, enabled: bool, desc: str = "train"):
+    def __init__(self, total: int, enabled: bool, desc: str = "train", initial: int = 0):
         self._enabled = enabled  # tqdm sets `disable` when closed; the summary comes after
-        self._bar = tqdm(total=total, unit="step", unit_scale=True, desc=desc,
+        self._bar = tqdm(total=total, initial=initial, unit="step", unit_scale=True, desc=desc,
                          disable=not enabled, dynamic_ncols=True, smoothing=0.3)
 
     def update(self, record: dict) -> None:

@@ -142,10 +142,13 @@ def test_plan_calls_tiles_the_run_with_one_program(num_updates, target, expected
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_cli_interrupt_exits_130_after_the_current_call(tmp_path, signum):
+def test_cli_interrupt_exits_130_after_the_current_call(cli, tmp_path, signum):
+    """The run stops after the current host call with a checkpoint there, and resumes."""
     import subprocess
     import sys
     import time
+
+    from jaxrl_async import checkpoint
 
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
@@ -159,7 +162,19 @@ def test_cli_interrupt_exits_130_after_the_current_call(tmp_path, signum):
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
-    assert err.strip().splitlines()[-1] == "jaxrl-async: interrupted"
+    assert err.strip().splitlines()[-1] == \
+        f"jaxrl-async: interrupted; resume with: jaxrl-async resume {run_dir}"
     assert "Traceback" not in err
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
-    assert records and records[-1]["env_steps"] < 50_000_000
+    stopped = records[-1]["env_steps"]
+    assert stopped < 50_000_000
+    assert checkpoint.steps(run_dir / "checkpoints") == [stopped]
+    if signum != signal.SIGINT:
+        return
+    # 50M steps run in host calls of 5 ticks (640 steps): resume for two more of them.
+    proc = cli("resume", str(run_dir), f"total_steps={stopped + 1280}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["env_steps"] for r in records] == list(range(640, stopped + 1281, 640))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == stopped + 1280 and summary["resumed_from"] == stopped

@@ -28,6 +28,8 @@ class Agent(NamedTuple):
               every sampled item (|TD error|); uniform replay ignores them
     data:  "trajectory" (the pipeline's double buffer) or "replay"
     replay: for data="replay", how the pipeline feeds the learner (ReplayUse)
+    greedy: (params, obs [B, ...]) -> action [B, ...], the deterministic action for
+            evaluation (the mode of the policy, the argmax of Q); None if there is none
 
     Under the data-parallel pipeline, act and learn run per device on a slice of the
     env batch; learn must average over the whole batch with `lax.pmean(…, axis_name)`
@@ -41,6 +43,7 @@ class Agent(NamedTuple):
     learn: Callable[..., tuple]
     data: str = "trajectory"
     replay: "ReplayUse | None" = None
+    greedy: Callable[[Params, jax.Array], jax.Array] | None = None
 
 
 class ReplayUse(NamedTuple):

@@ -38,6 +38,8 @@ class ActorCritic(NamedTuple):
     value:  (critic_params, obs [N, ...]) -> [N]
     scored_action: trajectory -> the actions as the policy scored them (pre-clipping ones
             for a Gaussian policy, whose env actions are clipped to the bounds)
+    greedy: (params, obs [B, ...]) -> action [B, ...], the most likely action: the argmax
+            of the logits, or the Gaussian's mean clipped to the bounds
     """
 
     init: Callable
@@ -45,6 +47,7 @@ class ActorCritic(NamedTuple):
     policy: Callable
     value: Callable
     scored_action: Callable
+    greedy: Callable
 
 
 def make_actor_critic(spec: EnvSpec, hidden_sizes, activation: str,
@@ -85,8 +88,14 @@ def make_actor_critic(spec: EnvSpec, hidden_sizes, activation: str,
     def scored_action(traj):
         return traj.action if spec.discrete else traj.extras["raw_action"]
 
+    def greedy(params, obs):
+        out = actor.apply(params["actor"], obs)
+        if spec.discrete:
+            return jnp.argmax(out, axis=-1).astype(jnp.int32)
+        return jnp.clip(out[0], low, high).astype(spec.action_dtype)
+
     return ActorCritic(init=init, act=act, policy=policy, value=critic.apply,
-                       scored_action=scored_action)
+                       scored_action=scored_action, greedy=greedy)
 
 
 def fold_truncation(rewards, next_values, terminated, truncated, gamma):

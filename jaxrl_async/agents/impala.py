@@ -135,7 +135,8 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
             ctx.axis_name)
         return ActorCriticState(params, opt_state), metrics
 
-    return Agent(init=init, act=net.act, learn=learn, data="trajectory")
+    return Agent(init=init, act=net.act, learn=learn, data="trajectory",
+                 greedy=net.greedy)
 
 
 def env_group_minibatches(key, data, num_minibatches: int):

@@ -126,7 +126,8 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
             ctx.axis_name)
         return ActorCriticState(params, opt_state), metrics
 
-    return Agent(init=init, act=net.act, learn=learn, data="trajectory")
+    return Agent(init=init, act=net.act, learn=learn, data="trajectory",
+                 greedy=net.greedy)
 
 
 def advantages_with_truncation(values, next_values, rewards, terminated, truncated, gamma,

@@ -129,11 +129,17 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
                          log_alpha=jnp.float32(np.log(config.init_alpha)), opt_state=None)
         return state.replace(opt_state=optimizer.init(ravel_pytree(trainable(state))[0]))
 
+    def to_env(squashed):
+        """(-1, 1)^A onto the env's bounds (clipped: float rounding at the edges)."""
+        return jnp.clip(center + half * squashed, low, high).astype(spec.action_dtype)
+
     def act(params, obs, keys, clock=None):
         mean, log_std = actor.apply(params, obs)
-        squashed = jnp.tanh(D.gaussian_sample(keys, mean, log_std))
-        action = jnp.clip(center + half * squashed, low, high)
-        return action.astype(spec.action_dtype), {}
+        return to_env(jnp.tanh(D.gaussian_sample(keys, mean, log_std))), {}
+
+    def greedy(params, obs):
+        """The squashed mean (the deterministic policy SAC is usually evaluated with)."""
+        return to_env(jnp.tanh(actor.apply(params, obs)[0]))
 
     def loss_fn(flat, unravel, target_critic, batch):
         p = unravel(flat)
@@ -194,4 +200,5 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
         return state, metrics, priorities
 
     return Agent(init=init, act=act, learn=learn, data="replay",
-                 replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick))
+                 replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
+                 greedy=greedy)

@@ -138,7 +138,9 @@ class NormalizeObservation(Wrapper):
         m2 = state.var * state.count + batch_var * n + delta**2 * state.count * n / total
         return state.replace(mean=mean, var=m2 / total, count=total)
 
-    def _normalize(self, state: NormState, obs):
+    def normalize(self, state: NormState, obs):
+        """`obs` under the statistics in `state` (reads only mean and var: evaluation
+        normalises with a training run's statistics, frozen)."""
         z = (obs - state.mean) / jnp.sqrt(state.var + self.eps)
         return jnp.clip(z, -self.clip, self.clip)
 
@@ -152,13 +154,13 @@ class NormalizeObservation(Wrapper):
         zeros = jnp.zeros(obs.shape[1:], jnp.float32)
         state = NormState(env_state, zeros, jnp.ones_like(zeros), jnp.float32(1e-4))
         state = self._update(state, obs)
-        return self._normalize(state, obs), state
+        return self.normalize(state, obs), state
 
     def step(self, key, state, action, params=None):
         obs, env_state, reward, terminated, truncated, info = self._env.step(
             key, state.env_state, action, params)
         obs = obs.astype(jnp.float32)
         state = self._update(state.replace(env_state=env_state), obs)
-        info = {**info, "final_observation": self._normalize(
+        info = {**info, "final_observation": self.normalize(
             state, info["final_observation"].astype(jnp.float32))}
-        return self._normalize(state, obs), state, reward, terminated, truncated, info
+        return self.normalize(state, obs), state, reward, terminated, truncated, info

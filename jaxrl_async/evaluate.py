@@ -1,0 +1,265 @@
+"""Evaluation: the first episode of each of N fresh envs, acting greedily or by sampling.
+
+`make_evaluator` builds the pure program (a `lax.while_loop` over vmapped envs until
+every env has finished its first episode); `Evaluation` compiles it once for one
+device and runs it on a training state, for the host loop's periodic evaluation
+and for `jaxrl-async eval RUN_DIR` (`evaluate_run`).
+
+Evaluation never draws from the training run's keys: its key is the run's seed
+folded with a stream of its own and the env step count, so a run trains bit for bit
+the same with and without it, and evaluating the same checkpoint again with the
+same seed repeats the numbers.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_async import distributed
+from jaxrl_async import envs as envs_lib
+from jaxrl_async.agents.base import ActorClock, Agent
+from jaxrl_async.config import EVAL_MODES, Config, EvalConfig
+from jaxrl_async.envs.wrappers import NormalizeObservation, NormState, VecEnv
+
+MODES = EVAL_MODES
+DEFAULT_MAX_STEPS = 10_000  # the cap for an env that declares no episode limit
+EVAL_STREAM = 0x6576616C  # "eval": a key stream the training run never draws from
+# The log-record fields of an evaluation; a record without one carries NO_EVAL.
+NO_EVAL = {"eval_return_mean": math.nan, "eval_return_std": math.nan, "eval_episodes": 0,
+           "eval_length_mean": math.nan}
+
+
+def episode_limit(env_params, max_steps: int = 0) -> int:
+    """`max_steps` if > 0, else the env's own `max_steps_in_episode`, else DEFAULT_MAX_STEPS."""
+    if max_steps > 0:
+        return int(max_steps)
+    limit = getattr(env_params, "max_steps_in_episode", None)
+    return int(limit) if limit is not None and int(limit) > 0 else DEFAULT_MAX_STEPS
+
+
+def eval_key(seed: int, env_steps: int, impl: str | None = None) -> jax.Array:
+    """The key of the evaluation at `env_steps` env steps of a run with `seed`."""
+    base = jax.random.fold_in(jax.random.key(seed, impl=impl), EVAL_STREAM)
+    return jax.random.fold_in(base, int(env_steps) % 2**32)
+
+
+def obs_stats(env_state) -> NormState | None:
+    """The running observation statistics of a training state's env_state (frozen for
+    evaluation), or None when the run does not normalise observations. They are
+    replicated, the same for every env."""
+    if not isinstance(env_state, NormState):
+        return None
+    return NormState(None, env_state.mean, env_state.var, env_state.count)
+
+
+def make_evaluator(agent: Agent, env, env_params, num_episodes: int, mode: str = "greedy",
+                   max_steps: int = 0, normalize_obs: bool = False):
+    """evaluate(params, key, env_steps, obs_stats=None) -> (returns [N], lengths [N]).
+
+    A pure function (jit it): N = num_episodes copies of the unbatched gymnax-API `env`,
+    each reset with its own key, step together until each has ended its FIRST episode
+    (terminated or truncated; later episodes after the auto-reset are not counted), or
+    `episode_limit(env_params, max_steps)` steps have passed: an episode still running
+    then counts with its return so far and that length.
+
+    mode "greedy" acts with `agent.greedy`; "sample" with `agent.act`, whose clock says
+    `env_steps` for every step (a DQN's epsilon is its schedule's value there) and env i
+    of N (Ape-X's per-env epsilons). With `normalize_obs`, observations are normalised
+    with `obs_stats` (a NormState, see `obs_stats`) as the training env did, frozen.
+    """
+    if mode not in MODES:
+        raise ValueError(f"evaluation mode must be one of {MODES}, got {mode!r}")
+    if mode == "greedy" and agent.greedy is None:
+        raise ValueError("this agent has no greedy action; evaluate with mode='sample'")
+    if num_episodes < 1:
+        raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
+    limit = episode_limit(env_params, max_steps)
+    vec_env = VecEnv(env)
+    normalizer = NormalizeObservation(vec_env) if normalize_obs else None
+    index = jnp.arange(num_episodes)
+
+    def per_env(key):
+        return jax.vmap(jax.random.fold_in, (None, 0))(key, index)
+
+    def policy(params, obs, key, env_steps):
+        if mode == "greedy":
+            return agent.greedy(params, obs)
+        clock = ActorClock(env_steps, index.astype(jnp.int32), num_episodes)
+        return agent.act(params, obs, per_env(key), clock)[0]
+
+    def evaluate(params, key, env_steps, obs_stats: NormState | None = None):
+        if normalizer is not None and obs_stats is None:
+            raise ValueError("normalize_obs needs the training run's obs_stats")
+
+        def observe(obs):
+            if normalizer is None:
+                return obs
+            return normalizer.normalize(obs_stats, obs.astype(jnp.float32))
+
+        reset_key, step_key, act_key = jax.random.split(key, 3)
+        env_steps = jnp.asarray(env_steps, jnp.int32)
+        obs, env_state = vec_env.reset(per_env(reset_key), env_params)
+
+        def running(carry):
+            t, _, _, alive, _, _ = carry
+            return (t < limit) & jnp.any(alive)
+
+        def step(carry):
+            t, env_state, obs, alive, returns, lengths = carry
+            action = policy(params, observe(obs), jax.random.fold_in(act_key, t), env_steps)
+            obs, env_state, reward, terminated, truncated, _ = vec_env.step(
+                per_env(jax.random.fold_in(step_key, t)), env_state, action, env_params)
+            returns = returns + jnp.where(alive, reward.astype(jnp.float32), 0.0)
+            lengths = lengths + alive.astype(jnp.int32)
+            alive = alive & ~(terminated | truncated)
+            return t + 1, env_state, obs, alive, returns, lengths
+
+        carry = (jnp.int32(0), env_state, obs, jnp.ones(num_episodes, bool),
+                 jnp.zeros(num_episodes, jnp.float32), jnp.zeros(num_episodes, jnp.int32))
+        *_, returns, lengths = jax.lax.while_loop(running, step, carry)
+        return returns, lengths
+
+    return evaluate
+
+
+def summarize(returns, lengths) -> dict:
+    """The log-record fields (NO_EVAL's keys) of one evaluation's [N] returns and lengths."""
+    returns = np.asarray(returns, np.float64)
+    return {"eval_return_mean": float(returns.mean()), "eval_return_std": float(returns.std()),
+            "eval_episodes": int(returns.size),
+            "eval_length_mean": float(np.mean(np.asarray(lengths, np.float64)))}
+
+
+def resolve_env(config: Config, env=None, env_params=None):
+    """(env, env_params) as training resolves them: `env` if given, else config.env.name."""
+    if env is None:
+        env, default_params = envs_lib.make(config.env.name)
+    else:
+        default_params = getattr(env, "default_params", None)
+    return env, default_params if env_params is None else env_params
+
+
+class Evaluation:
+    """An evaluator compiled once for one device, run on training states.
+
+    `start_compile()` compiles it in a worker thread (XLA compiles without the GIL, so
+    next to the training program); a call waits for it. `compile_seconds` is the
+    compile's own duration, `seconds` the time calls took so far, `last` the fields
+    of the latest call.
+    """
+
+    def __init__(self, config: Config, agent: Agent, env=None, env_params=None,
+                 eval_config: EvalConfig | None = None, seed: int | None = None,
+                 impl: str | None = None, device=None):
+        env, env_params = resolve_env(config, env, env_params)
+        self.config = config.eval if eval_config is None else eval_config
+        self.seed = config.train.seed if seed is None else seed
+        self.impl = config.prng_impl if impl is None else impl
+        self.device = jax.local_devices()[0] if device is None else device
+        self._evaluate = make_evaluator(agent, env, env_params, self.config.episodes,
+                                        self.config.mode, self.config.max_steps,
+                                        config.env.normalize_obs)
+        obs_shape = envs_lib.spec_of(env, env_params).obs_shape
+        stats = jax.ShapeDtypeStruct(obs_shape, jnp.float32)
+        self._args_like = (
+            jax.eval_shape(agent.init, jax.random.key(0, impl=self.impl)).params,
+            jax.eval_shape(lambda: eval_key(0, 0, self.impl)),
+            jax.ShapeDtypeStruct((), jnp.int32),
+            NormState(None, stats, stats, jax.ShapeDtypeStruct((), jnp.float32))
+            if config.env.normalize_obs else None)
+        self._compiled: Any = None
+        self._future: concurrent.futures.Future | None = None
+        self.compile_seconds = self.seconds = 0.0
+        self.last: dict | None = None
+
+    def _compile(self):
+        start = time.perf_counter()
+        on = jax.sharding.SingleDeviceSharding(self.device)
+        args = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on),
+                            self._args_like)
+        compiled = jax.jit(self._evaluate).lower(*args).compile()
+        self.compile_seconds = time.perf_counter() - start
+        return compiled
+
+    def start_compile(self) -> None:
+        if self._compiled is None and self._future is None:
+            pool = concurrent.futures.ThreadPoolExecutor(1)
+            self._future = pool.submit(self._compile)
+            pool.shutdown(wait=False)
+
+    def wait_compiled(self) -> None:
+        if self._compiled is None:
+            self.start_compile()
+            self._compiled = self._future.result()
+
+    def episodes(self, state, env_steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """(returns [N], lengths [N]) of the learner's parameters in `state` (a
+        PipelineState) at `env_steps` env steps; blocks until they are known."""
+        self.wait_compiled()
+        jax.block_until_ready(state.learner.params)  # time the evaluation, not training
+        start = time.perf_counter()
+        args = (state.learner.params, eval_key(self.seed, env_steps, self.impl),
+                jnp.int32(min(env_steps, np.iinfo(np.int32).max)), obs_stats(state.env_state))
+        # distributed.local: with several processes, this process's copy of the params.
+        returns, lengths = jax.device_get(self._compiled(*jax.device_put(
+            distributed.local(args), self.device)))
+        self.seconds += time.perf_counter() - start
+        return returns, lengths
+
+    def __call__(self, state, env_steps: int) -> dict:
+        """The log-record fields of an evaluation of `state` at `env_steps` env steps."""
+        self.last = summarize(*self.episodes(state, env_steps))
+        return self.last
+
+
+def evaluate_run(run_dir: str | Path, episodes: int | None = None, mode: str | None = None,
+                 seed: int | None = None, *, env=None, env_params=None,
+                 write: bool = True) -> dict:
+    """Evaluate the latest checkpoint of a run directory; the result is also written to
+    RUN_DIR/eval.json (unless `write` is false).
+
+    `episodes`, `mode` default to the run's `eval` section, `seed` to its train.seed
+    (so with the run's own settings the last checkpoint's numbers repeat the run's
+    final evaluation). `env`/`env_params`: the env a run trained on a custom env used.
+    Raises a UserError subclass (one line) for a missing run directory, config or
+    checkpoint, or one that does not fit the config.
+    """
+    # Imported here: train imports this module for its periodic evaluation.
+    from jaxrl_async import checkpoint as ckpt
+    from jaxrl_async import rundir
+    from jaxrl_async.train import build_pipeline
+
+    run_dir = Path(run_dir)
+    config = rundir.resume_config(run_dir)
+    eval_config = dataclasses.replace(
+        config.eval, episodes=config.eval.episodes if episodes is None else episodes,
+        mode=config.eval.mode if mode is None else mode)
+    step, info = ckpt.read_meta(rundir.checkpoint_dir(run_dir))
+    impl = info.get("prng_impl", config.prng_impl)
+    seed = config.train.seed if seed is None else seed
+    pipeline, agent = build_pipeline(config, env, env_params)
+    # The checkpoint's layout, traced from init (nothing runs), then the checkpoint itself.
+    like = jax.jit(pipeline.init).lower(jax.random.key(config.train.seed, impl=impl)).out_info
+    state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=step)
+    evaluation = Evaluation(config, agent, env, env_params, eval_config, seed, impl)
+    returns, lengths = evaluation.episodes(state, step)
+    fields = summarize(returns, lengths)
+    result = {"run_dir": str(run_dir), "env_steps": step, "mode": eval_config.mode,
+              "episodes": fields["eval_episodes"], "seed": seed,
+              "max_steps": eval_config.max_steps,
+              "return_mean": fields["eval_return_mean"], "return_std": fields["eval_return_std"],
+              "length_mean": fields["eval_length_mean"],
+              "returns": [float(r) for r in returns], "lengths": [int(n) for n in lengths]}
+    if write:
+        (run_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result

@@ -1,0 +1,123 @@
+"""A run directory read back to resume the run: its config, metrics and checkpoints.
+
+    RUN_DIR/config.yaml     the resolved config (rewritten when a resume changes it)
+    RUN_DIR/metrics.jsonl   one record per host call
+    RUN_DIR/checkpoints/    orbax checkpoints named by env steps (checkpoint.py)
+    RUN_DIR/summary.json    written at the end of every session
+
+A resume continues the run's plan: the same compiled chunk of K ticks per host call
+and, unless `train.total_steps` changes, the same number of calls, so it follows
+the uninterrupted run bit for bit. Only the keys in RESUMABLE may differ from the
+config the checkpoint was written with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from jaxrl_async import checkpoint as ckpt
+from jaxrl_async.config import Config, load_config
+from jaxrl_async.errors import ConfigError, UserError
+
+RESUMABLE = ("train.total_steps", "train.progress", "train.compile_cache", "checkpoint.every",
+             "checkpoint.keep")
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumePoint:
+    """Where the latest checkpoint of a run directory stands."""
+
+    step: int  # env steps in the checkpoint
+    calls: int  # host calls done
+    ticks: int  # ticks per host call in the run's plan (K); a resume keeps it
+    train_seconds: float  # time spent in the training loop before this session
+    records: list  # the metrics.jsonl records up to `step`
+
+
+def checkpoint_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def resume_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> Config:
+    """RUN_DIR/config.yaml with `section.key=value` overrides (see RESUMABLE)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"run directory {run_dir} not found")
+    return load_config(run_dir / "config.yaml", overrides)
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        out.update(_flatten(value, name) if isinstance(value, dict) else {name: value})
+    return out
+
+
+def check_changes(saved_yaml: str, config: Config) -> None:
+    """ConfigError naming the first key that differs outside RESUMABLE.
+
+    Keys only one side has (added to or dropped from the schema since, or kept out of
+    config.yaml) are not compared.
+    """
+    old = _flatten(yaml.safe_load(saved_yaml))
+    new = _flatten(yaml.safe_load(config.to_yaml()))
+    for key in sorted(old.keys() & new.keys()):
+        if key not in RESUMABLE and old.get(key) != new.get(key):
+            raise ConfigError(f"cannot change {key} when resuming (the run has "
+                              f"{old.get(key)!r}, asked for {new.get(key)!r}); resumable: "
+                              f"{', '.join(RESUMABLE)}")
+
+
+def resume_point(run_dir: str | Path, config: Config) -> ResumePoint:
+    """The latest checkpoint of `run_dir`, checked against `config` (nothing is restored)."""
+    run_dir = Path(run_dir)
+    step, info = ckpt.read_meta(checkpoint_dir(run_dir))
+    try:
+        saved_yaml, impl = info["config"], info["prng_impl"]
+        calls, ticks, seconds = int(info["calls"]), int(info["ticks"]), info["train_seconds"]
+    except (KeyError, TypeError, ValueError):
+        raise ckpt.CheckpointError(f"checkpoint {checkpoint_dir(run_dir) / str(step)} lacks "
+                                   f"the trainer's metadata") from None
+    check_changes(saved_yaml, config)
+    if impl != config.prng_impl:
+        raise ckpt.CheckpointError(f"the run's keys are {impl} but train.prng resolves to "
+                                   f"{config.prng_impl} here (another device count?)")
+    return ResumePoint(step, calls, ticks, float(seconds), read_records(run_dir, upto=step))
+
+
+def read_records(run_dir: Path, upto: int) -> list[dict]:
+    """metrics.jsonl records with env_steps <= `upto` (NaN where JSON holds null)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a crash
+            continue
+        if record.get("env_steps", math.inf) <= upto:
+            records.append({k: math.nan if v is None else v for k, v in record.items()})
+    return records
+
+
+def write_records(run_dir: Path, records: list[dict]) -> None:
+    """Replace metrics.jsonl with `records`, dropping what a session logged after its last
+    checkpoint (the resumed session logs those steps again)."""
+    lines = [json.dumps({k: None if isinstance(v, float) and not math.isfinite(v) else v
+                         for k, v in r.items()}) + "\n" for r in records]
+    write_atomic(Path(run_dir) / "metrics.jsonl", "".join(lines))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
