@@ -96,6 +96,7 @@ class ReplayConfig:
 class TrainConfig:
     total_steps: int = 500_000
     seed: int = 0
+    # Seeds seed, seed+1, ... trained side by side: the whole run vmapped in one program.
     num_seeds: int = 1
     # Env steps between host calls (log points); rounded so the chunks tile the run.
     log_every: int = 32_768
@@ -110,8 +111,7 @@ class TrainConfig:
     def __post_init__(self):
         require(self.total_steps >= 1, "train.total_steps", self.total_steps, ">= 1")
         require(self.seed >= 0, "train.seed", self.seed, ">= 0")
-        require(self.num_seeds == 1, "train.num_seeds", self.num_seeds,
-                "1 (multi-seed runs are not supported yet)")
+        require(self.num_seeds >= 1, "train.num_seeds", self.num_seeds, ">= 1")
         require(self.log_every >= 1, "train.log_every", self.log_every, ">= 1")
         require(self.prng in PRNG_IMPLS, "train.prng", self.prng, f"one of {PRNG_IMPLS}")
 
@@ -340,6 +340,12 @@ def validate(config: Config) -> None:
     if devices > 1 and config.train.prng == "philox4x32":
         raise ConfigError("train.prng=philox4x32 does not compile on several devices with this "
                           "JAX; use threefry2x32 (or auto)")
+    if config.train.num_seeds > 1 and config.pipeline.placement == "split":
+        raise ConfigError("train.num_seeds > 1 needs pipeline.placement=fused (the seeds are "
+                          "vmapped inside one program)")
+    if config.train.num_seeds > 1 and config.eval.every > 0:
+        raise ConfigError("eval.every > 0 supports train.num_seeds=1 only (periodic "
+                          "evaluation of seed-batched parameters is not built yet)")
     if getattr(config.agent, "DATA", "trajectory") == "replay":
         _validate_replay(config, devices)
     check = getattr(config.agent, "check", None)

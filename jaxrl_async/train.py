@@ -28,7 +28,7 @@ from jaxrl_async.evaluate import NO_EVAL, Evaluation
 from jaxrl_async.logging import JsonlSink, Progress, TensorBoardSink, emit
 from jaxrl_async.split import init_and_compile_split, split_meshes
 from jaxrl_async.pipeline import (AXIS, compile_chunk, init_and_compile, make_mesh, make_pipeline,
-                                  plan_calls)
+                                  plan_calls, seed_keys, vmap_seeds)
 
 
 @dataclasses.dataclass
@@ -86,17 +86,33 @@ def default_run_dir(config: Config, root: str | Path = "runs") -> Path:
 
 
 def _aggregate(chunk_metrics: dict, env_steps: int, wall: float, sps: float) -> dict:
-    """One log record from the stacked [K] metrics of a chunk."""
+    """One log record from the stacked [K] (or, seed-batched, [N, K]) metrics of a chunk.
+
+    With N seeds each seed's episode statistics are kept as `<name>/seed<k>` and the
+    plain names hold their mean over seeds; other metrics are averaged over everything.
+    """
     m = jax.device_get(chunk_metrics)
-    episodes = int(np.sum(m.pop("episodes")))
-    ret_sum = float(np.sum(m.pop("episode_return_sum")))
-    len_sum = float(np.sum(m.pop("episode_length_sum")))
-    record = {"env_steps": env_steps, "wall_seconds": wall, "sps": sps, "episodes": episodes,
-              "episode_return": ret_sum / episodes if episodes else math.nan,
-              "episode_length": len_sum / episodes if episodes else math.nan}
+    per_seed = lambda x: np.atleast_2d(np.asarray(x, np.float64)).sum(-1)  # noqa: E731
+    episodes = per_seed(m.pop("episodes"))
+    ret_sum, len_sum = per_seed(m.pop("episode_return_sum")), per_seed(m.pop("episode_length_sum"))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        returns = np.where(episodes > 0, ret_sum / episodes, np.nan)
+        lengths = np.where(episodes > 0, len_sum / episodes, np.nan)
+    record = {"env_steps": env_steps, "wall_seconds": wall, "sps": sps,
+              "episodes": int(episodes.sum()),
+              "episode_return": _mean_finite(returns), "episode_length": _mean_finite(lengths)}
+    if len(episodes) > 1:
+        for k, (ret, length) in enumerate(zip(returns, lengths)):
+            record[f"episode_return/seed{k}"] = float(ret)
+            record[f"episode_length/seed{k}"] = float(length)
     record.update({k: float(np.max(v) if k.endswith("_max") else np.mean(v))
                    for k, v in m.items()})
     return record
+
+
+def _mean_finite(x) -> float:
+    finite = np.asarray(x)[np.isfinite(x)]
+    return float(finite.mean()) if finite.size else math.nan
 
 
 def build_pipeline(config: Config, env=None, env_params=None, num_updates: int | None = None,
@@ -165,6 +181,8 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     else:
         pipeline, agent = build_pipeline(config, env, env_params, num_updates)
         devices = list(pipeline.mesh.devices.flat)
+        if config.train.num_seeds > 1:  # seeds side by side in one program
+            pipeline = vmap_seeds(pipeline)
     # Evaluation of the learner's parameters on separate envs between host calls; its
     # own keys, so training does not change with it.
     evaluation = (Evaluation(config, agent, env, env_params,
@@ -184,7 +202,9 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     hits, misses = _CACHE.hits, _CACHE.misses
     if evaluation is not None:
         evaluation.start_compile()  # in a worker thread, next to the training program
-    key = jax.random.key(config.train.seed, impl=config.prng_impl)
+    num_seeds = config.train.num_seeds
+    key = (jax.random.key(config.train.seed, impl=config.prng_impl) if num_seeds == 1
+           else seed_keys(config.train.seed, num_seeds, config.prng_impl))
     if config.pipeline.placement == "split":
         state, chunk = init_and_compile_split(pipeline, learner_pipeline, key, ticks)
     elif point is None:
@@ -240,7 +260,7 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         now = time.perf_counter()
         record = _aggregate(pending_metrics, done_calls * steps_per_call,
                             prior_seconds + now - loop_start,
-                            steps_per_call / max(now - last_time, 1e-9))
+                            num_seeds * steps_per_call / max(now - last_time, 1e-9))
         last_time = now
         if evaluation is not None:  # every record has the eval keys (NaN, 0: not evaluated)
             record.update(evaluated or NO_EVAL)
@@ -298,10 +318,14 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         "seed": config.train.seed,
         "env_steps": env_steps,
         "updates": num_updates,
-        "sps": (env_steps - start_call * steps_per_call)
+        # Env steps of all seeds per second.
+        "sps": num_seeds * (env_steps - start_call * steps_per_call)
         / (loop_seconds - eval_seconds - checkpoint_seconds),
+        "num_seeds": num_seeds,
         "resumed_from": None if point is None else point.step,
-        "final_return": returns[-1] if returns else None,
+        "final_return": returns[-1] if returns else None,  # the mean over seeds
+        "final_return_seeds": [_last_finite(records, f"episode_return/seed{k}")
+                               for k in range(num_seeds)] if num_seeds > 1 else None,
         "compile_seconds": compile_seconds,
         "restore_seconds": restore_seconds,
         # The loop blocked on checkpoint saves (in train_seconds, not in sps).
@@ -348,6 +372,11 @@ def resume(run_dir: str | Path, overrides: Sequence[str] = (), *, env=None, env_
     config = rundir.resume_config(run_dir, overrides)
     return train(config, env=env, env_params=env_params, run_dir=run_dir, callbacks=callbacks,
                  resume=True)
+
+
+def _last_finite(records: list[dict], key: str):
+    values = [r[key] for r in records if math.isfinite(r.get(key, math.nan))]
+    return values[-1] if values else None
 
 
 def _resume_point(run_dir, config: Config) -> rundir.ResumePoint:
