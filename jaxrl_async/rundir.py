@@ -26,8 +26,9 @@ from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.config import Config, load_config
 from jaxrl_async.errors import ConfigError, UserError
 
+# Evaluation draws its own keys, so its settings do not change training either.
 RESUMABLE = ("train.total_steps", "train.progress", "train.compile_cache", "checkpoint.every",
-             "checkpoint.keep")
+             "checkpoint.keep", "eval.every", "eval.episodes", "eval.mode", "eval.max_steps")
 
 
 @dataclasses.dataclass(frozen=True)

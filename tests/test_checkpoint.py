@@ -21,6 +21,12 @@ from jaxrl_async.errors import ConfigError, UserError
 RESUME_CONFIGS = [
     pytest.param("ppo_cartpole", SMALL, id="ppo-lag0"),
     pytest.param("ppo_cartpole_async", SMALL, id="ppo-lag1"),
+    # Prioritized replay, its sum tree, the n-step window and the lagged parameters too.
+    pytest.param("dqn_cartpole", ["train.total_steps=4000", "train.log_every=1000",
+                                  "replay.learning_starts=500", "replay.capacity=1000",
+                                  "agent.hidden_sizes=[16,16]", "agent.n_step=3",
+                                  "pipeline.lag=1", "train.progress=false"], id="dqn-per"),
+    pytest.param("ppo_cartpole", SMALL + ["train.num_seeds=2"], id="ppo-2-seeds"),
 ]
 
 
