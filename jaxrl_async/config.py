@@ -1,6 +1,7 @@
 """Typed, frozen run configuration: YAML files, dotted overrides, validation.
 
-A run config has four sections (`env`, `agent`, `pipeline`, `train`). YAML and
+A run config has the sections in `Config.SECTIONS` (`env`, `agent`, `pipeline`, `replay`,
+`train`, `checkpoint`, `eval`, `distributed`). YAML and
 overrides are merged onto the dataclass schema by OmegaConf, which rejects
 unknown keys and values of the wrong type; range checks live in each section's
 `__post_init__`. Every failure is a `ConfigError` with a one-line message that
@@ -107,6 +108,9 @@ class TrainConfig:
     # on several (philox does not compile inside a multi-device shard_map in jax 0.10.2).
     # Set one explicitly for numbers that do not depend on the device count.
     prng: str = "auto"
+    # Compile for bitwise run-to-run reproducibility on every backend (XLA's deterministic
+    # GPU ops; CPU runs are deterministic anyway). See README "Reproducibility".
+    deterministic: bool = False
 
     def __post_init__(self):
         require(self.total_steps >= 1, "train.total_steps", self.total_steps, ">= 1")

@@ -360,12 +360,20 @@ def make_chunk(tick, num_ticks: int):
     return chunk
 
 
-def compile_chunk(chunk, state) -> Callable:
-    """Trace and compile ahead of time with the state donated; `state` may be abstract."""
-    return jax.jit(chunk, donate_argnums=0).lower(state).compile()
+# XLA options for bitwise run-to-run reproducibility (train.deterministic). XLA on CPU is
+# deterministic already (same program, same device count: same bits); on GPUs these make
+# scatters and reductions deterministic or refuse to compile ops that cannot be.
+DETERMINISTIC_OPTIONS = {"xla_gpu_deterministic_ops": True,
+                         "xla_gpu_exclude_nondeterministic_ops": True}
 
 
-def init_and_compile(pipeline: Pipeline, key, num_ticks: int):
+def compile_chunk(chunk, state, options: dict | None = None) -> Callable:
+    """Trace and compile ahead of time with the state donated; `state` may be abstract.
+    `options` are XLA compiler options (DETERMINISTIC_OPTIONS)."""
+    return jax.jit(chunk, donate_argnums=0).lower(state).compile(compiler_options=options)
+
+
+def init_and_compile(pipeline: Pipeline, key, num_ticks: int, options: dict | None = None):
     """(initial state, compiled chunk), compiling the two programs concurrently.
 
     XLA compiles without holding the GIL, so the chunk (traced from the abstract
@@ -375,8 +383,10 @@ def init_and_compile(pipeline: Pipeline, key, num_ticks: int):
     init_lowered = jax.jit(pipeline.init).lower(key)
     abstract_state = init_lowered.out_info
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        chunk_future = pool.submit(compile_chunk, pipeline.chunk(num_ticks), abstract_state)
-        init = init_lowered.compile(compiler_options={"xla_backend_optimization_level": 0})
+        chunk_future = pool.submit(compile_chunk, pipeline.chunk(num_ticks), abstract_state,
+                                   options)
+        init = init_lowered.compile(
+            compiler_options={**(options or {}), "xla_backend_optimization_level": 0})
         state = init(key)
         chunk = chunk_future.result()
     return jax.block_until_ready(state), chunk

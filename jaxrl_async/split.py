@@ -28,7 +28,8 @@ def split_meshes(num_devices: int, actor_devices: int):
             jax.make_mesh((len(learner),), (AXIS,), devices=learner))
 
 
-def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: int):
+def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: int,
+                           options: dict | None = None):
     """(initial state, chunk): chunk(state) -> (state, metrics of num_ticks ticks).
 
     `actor` and `learner` are the same pipeline (lag >= 1) built on the two meshes.
@@ -57,7 +58,7 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
     push_lowered = jax.jit(actor.push, donate_argnums=(0, 1)).lower(
         state.actor_params, state.actor_versions, params_on_actor, version_on_actor)
     with concurrent.futures.ThreadPoolExecutor(3) as pool:  # XLA compiles without the GIL
-        act, learn, push = pool.map(lambda lowered: lowered.compile(),
+        act, learn, push = pool.map(lambda lowered: lowered.compile(options),
                                     (act_lowered, learn_lowered, push_lowered))
 
     def tick(state: PipelineState):

@@ -27,8 +27,8 @@ from jaxrl_async.errors import TrainingInterrupted, UserError
 from jaxrl_async.evaluate import NO_EVAL, Evaluation
 from jaxrl_async.logging import JsonlSink, Progress, TensorBoardSink, emit
 from jaxrl_async.split import init_and_compile_split, split_meshes
-from jaxrl_async.pipeline import (AXIS, compile_chunk, init_and_compile, make_mesh, make_pipeline,
-                                  plan_calls, seed_keys, vmap_seeds)
+from jaxrl_async.pipeline import (AXIS, DETERMINISTIC_OPTIONS, compile_chunk, init_and_compile,
+                                  make_mesh, make_pipeline, plan_calls, seed_keys, vmap_seeds)
 
 
 @dataclasses.dataclass
@@ -203,12 +203,14 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     if evaluation is not None:
         evaluation.start_compile()  # in a worker thread, next to the training program
     num_seeds = config.train.num_seeds
+    options = DETERMINISTIC_OPTIONS if config.train.deterministic else None
     key = (jax.random.key(config.train.seed, impl=config.prng_impl) if num_seeds == 1
            else seed_keys(config.train.seed, num_seeds, config.prng_impl))
     if config.pipeline.placement == "split":
-        state, chunk = init_and_compile_split(pipeline, learner_pipeline, key, ticks)
+        state, chunk = init_and_compile_split(pipeline, learner_pipeline, key, ticks,
+                                              options)
     elif point is None:
-        state, chunk = init_and_compile(pipeline, key, ticks)
+        state, chunk = init_and_compile(pipeline, key, ticks, options)
     else:  # the checkpoint supplies the state: init is traced for its layout, never run
         state = jax.jit(pipeline.init).lower(key).out_info
     restore_seconds = 0.0
@@ -218,7 +220,7 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=point.step)
         restore_seconds = time.perf_counter() - restore_start
         if config.pipeline.placement != "split":
-            chunk = compile_chunk(pipeline.chunk(ticks), like)
+            chunk = compile_chunk(pipeline.chunk(ticks), like, options)
         if main:
             rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
             rundir.write_records(run_dir, point.records)
