@@ -7,6 +7,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 
 from jaxrl_async.envs.spec import EnvSpec
+from jaxrl_async.errors import require
+from jaxrl_async.networks import ACTIVATIONS
 
 Params = Any
 LearnerState = Any  # any pytree with a `.params` field, the parameters the actor uses
@@ -42,7 +44,7 @@ class Agent(NamedTuple):
     act: Callable[[Params, jax.Array, jax.Array], tuple[jax.Array, dict]]
     learn: Callable[..., tuple]
     data: str = "trajectory"
-    replay: "ReplayUse | None" = None
+    replay: ReplayUse | None = None
     greedy: Callable[[Params, jax.Array], jax.Array] | None = None
 
 
@@ -70,3 +72,16 @@ class BuildContext(NamedTuple):
     rollout_len: int
     num_updates: int
     axis_name: str | None = None  # mesh axis the batch is split over, for lax.pmean
+
+
+def field_checks(config, section: str = "agent"):
+    """need(ok, key, requirement): a ConfigError naming `section.key` and its value unless
+    ok; and the checks every agent's network fields share, already run."""
+
+    def need(ok, key, requirement):
+        require(ok, f"{section}.{key}", getattr(config, key), requirement)
+
+    need(len(config.hidden_sizes) >= 1 and min(config.hidden_sizes) >= 1,
+         "hidden_sizes", "a non-empty list of positive ints")
+    need(config.activation in ACTIVATIONS, "activation", f"one of {sorted(ACTIVATIONS)}")
+    return need

@@ -187,6 +187,13 @@ def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches
     return unravel(flat), opt_state, jax.tree.map(jnp.mean, metrics)
 
 
+def _varying(x, axis_name: str):
+    try:
+        return jax.lax.pcast(x, (axis_name,), to="varying")
+    except ValueError:  # already varying
+        return x
+
+
 def flat_grad_step(loss_fn, optimizer, flat, opt_state, batch, axis_name: str | None = None):
     """One optimizer step on a flat parameter vector: (flat, opt_state, metrics, aux).
 
@@ -197,10 +204,16 @@ def flat_grad_step(loss_fn, optimizer, flat, opt_state, batch, axis_name: str | 
     """
 
     def global_loss(flat):
+        if axis_name is not None:
+            # Varying from the start: the backward pass then sums the gradient over
+            # devices as one vector, not one all-reduce per parameter leaf (between
+            # processes each all-reduce is a network round trip).
+            flat = _varying(flat, axis_name)
         loss, out = loss_fn(flat, batch)
         metrics, aux = out if isinstance(out, tuple) else (out, None)
-        if axis_name is not None:
-            loss, metrics = jax.lax.pmean((loss, metrics), axis_name)
+        if axis_name is not None:  # likewise the loss and its metrics: one vector
+            packed, unpack = ravel_pytree((loss, metrics))
+            loss, metrics = unpack(jax.lax.pmean(packed, axis_name))
         return loss, (metrics, aux)
 
     grads, (metrics, aux) = jax.grad(global_loss, has_aux=True)(flat)

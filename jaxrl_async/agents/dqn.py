@@ -23,10 +23,10 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async.agents.base import Agent, BuildContext, ReplayUse
+from jaxrl_async.agents.base import Agent, BuildContext, ReplayUse, field_checks
 from jaxrl_async.agents.common import flat_grad_step, make_optimizer
-from jaxrl_async.errors import ConfigError, require
-from jaxrl_async.networks import ACTIVATIONS, QNetwork
+from jaxrl_async.errors import ConfigError
+from jaxrl_async.networks import QNetwork
 
 LOSSES = ("huber", "mse")
 
@@ -63,8 +63,7 @@ class DQNConfig:
     activation: str = "relu"
 
     def __post_init__(self):
-        def need(ok, key, requirement):
-            require(ok, f"agent.{key}", getattr(self, key), requirement)
+        need = field_checks(self)
 
         need(self.learning_rate > 0, "learning_rate", "> 0")
         need(self.adam_eps > 0, "adam_eps", "> 0")
@@ -80,9 +79,6 @@ class DQNConfig:
         need(self.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
         need(self.apex_alpha >= 0, "apex_alpha", ">= 0")
         need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
-        need(len(self.hidden_sizes) >= 1 and min(self.hidden_sizes) >= 1,
-             "hidden_sizes", "a non-empty list of positive ints")
-        need(self.activation in ACTIVATIONS, "activation", f"one of {sorted(ACTIVATIONS)}")
 
 
 @struct.dataclass

@@ -16,11 +16,16 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async.agents.base import Agent, BuildContext
-from jaxrl_async.agents.common import (ActorCriticState, fold_truncation, init_opt_state,
-                                       make_actor_critic, make_optimizer, sgd)
-from jaxrl_async.errors import ConfigError, require
-from jaxrl_async.networks import ACTIVATIONS
+from jaxrl_async.agents.base import Agent, BuildContext, field_checks
+from jaxrl_async.agents.common import (
+    ActorCriticState,
+    fold_truncation,
+    init_opt_state,
+    make_actor_critic,
+    make_optimizer,
+    sgd,
+)
+from jaxrl_async.errors import ConfigError
 from jaxrl_async.returns import vtrace
 
 OPTIMIZERS = ("adam", "rmsprop")
@@ -47,8 +52,7 @@ class IMPALAConfig:
     activation: str = "tanh"
 
     def __post_init__(self):
-        def need(ok, key, requirement):
-            require(ok, f"agent.{key}", getattr(self, key), requirement)
+        need = field_checks(self)
 
         need(self.learning_rate > 0, "learning_rate", "> 0")
         need(self.optimizer in OPTIMIZERS, "optimizer", f"one of {list(OPTIMIZERS)}")
@@ -63,9 +67,6 @@ class IMPALAConfig:
         need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
         need(self.num_epochs >= 1, "num_epochs", ">= 1")
         need(self.num_minibatches >= 1, "num_minibatches", ">= 1")
-        need(len(self.hidden_sizes) >= 1 and min(self.hidden_sizes) >= 1,
-             "hidden_sizes", "a non-empty list of positive ints")
-        need(self.activation in ACTIVATIONS, "activation", f"one of {sorted(ACTIVATIONS)}")
 
     def check(self, config) -> None:
         """Cross-section checks: minibatches must split each device's envs evenly."""

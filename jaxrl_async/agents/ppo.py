@@ -12,12 +12,18 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from jaxrl_async.agents.base import Agent, BuildContext
-from jaxrl_async.agents.common import (ActorCriticState, env_minibatches, fold_truncation,
-                                       global_mean, init_opt_state, make_actor_critic,
-                                       make_optimizer, sgd)
-from jaxrl_async.errors import ConfigError, require
-from jaxrl_async.networks import ACTIVATIONS
+from jaxrl_async.agents.base import Agent, BuildContext, field_checks
+from jaxrl_async.agents.common import (
+    ActorCriticState,
+    env_minibatches,
+    fold_truncation,
+    global_mean,
+    init_opt_state,
+    make_actor_critic,
+    make_optimizer,
+    sgd,
+)
+from jaxrl_async.errors import ConfigError
 from jaxrl_async.returns import gae
 
 
@@ -42,8 +48,7 @@ class PPOConfig:
     activation: str = "tanh"
 
     def __post_init__(self):
-        def need(ok, key, requirement):
-            require(ok, f"agent.{key}", getattr(self, key), requirement)
+        need = field_checks(self)
 
         need(self.learning_rate > 0, "learning_rate", "> 0")
         need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
@@ -56,9 +61,6 @@ class PPOConfig:
         need(self.num_epochs >= 1, "num_epochs", ">= 1")
         need(self.num_minibatches >= 1, "num_minibatches", ">= 1")
         need(self.adam_eps > 0, "adam_eps", "> 0")
-        need(len(self.hidden_sizes) >= 1 and min(self.hidden_sizes) >= 1,
-             "hidden_sizes", "a non-empty list of positive ints")
-        need(self.activation in ACTIVATIONS, "activation", f"one of {sorted(ACTIVATIONS)}")
 
     def check(self, config) -> None:
         """Cross-section checks: minibatches take equal blocks of every env's time steps."""

@@ -38,10 +38,10 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_async import distributions as D
-from jaxrl_async.agents.base import Agent, BuildContext, ReplayUse
+from jaxrl_async.agents.base import Agent, BuildContext, ReplayUse, field_checks
 from jaxrl_async.agents.common import flat_grad_step
-from jaxrl_async.errors import ConfigError, require
-from jaxrl_async.networks import ACTIVATIONS, QEnsemble, SquashedGaussianPolicy
+from jaxrl_async.errors import ConfigError
+from jaxrl_async.networks import QEnsemble, SquashedGaussianPolicy
 
 NUM_CRITICS = 2
 
@@ -65,8 +65,7 @@ class SACConfig:
     activation: str = "relu"
 
     def __post_init__(self):
-        def need(ok, key, requirement):
-            require(ok, f"agent.{key}", getattr(self, key), requirement)
+        need = field_checks(self)
 
         need(self.learning_rate > 0, "learning_rate", "> 0")
         need(self.adam_eps > 0, "adam_eps", "> 0")
@@ -79,9 +78,6 @@ class SACConfig:
         need(self.target_entropy is None or math.isfinite(self.target_entropy),
              "target_entropy", "a finite number or null (-action_dim)")
         need(self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: no clipping)")
-        need(len(self.hidden_sizes) >= 1 and min(self.hidden_sizes) >= 1,
-             "hidden_sizes", "a non-empty list of positive ints")
-        need(self.activation in ACTIVATIONS, "activation", f"one of {sorted(ACTIVATIONS)}")
 
 
 @struct.dataclass
