@@ -20,7 +20,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jaxrl_async.config import DistributedConfig, _first_line, _parse_overrides, _resolve
+from jaxrl_async.config import (
+    DistributedConfig,
+    _first_line,
+    _parse_overrides,
+    _resolve,
+)
 from jaxrl_async.errors import ConfigError, UserError
 
 ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
