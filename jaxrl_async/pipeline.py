@@ -12,6 +12,10 @@ the run is done. Everything here is a pure function of a PipelineState pytree.
   oldest of the last L parameter versions (`actor_params`, a queue). Inside a tick
   the two share no data, so XLA (or two devices) may run them at once; the data the
   learner consumes is always exactly L updates old after the first L ticks.
+
+Off-policy agents (`Agent.data == "replay"`) use `tick_replay` instead: the replay
+(offpolicy.py) sits between actor and learner, the learner samples it as the previous
+tick left it, and `lag` L makes the actor act with parameters L updates old.
 """
 
 from __future__ import annotations
