@@ -9,6 +9,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from jaxrl_async.envs import fixes
 from jaxrl_async.envs.spec import EnvSpec, check_env, spec_of
 from jaxrl_async.envs.wrappers import (CastObservation, EpisodeStatistics, NormalizeObservation,
                                        VecEnv)
@@ -26,12 +27,14 @@ def make(name: str, **kwargs):
 
     A few gymnax envs emit observations of another dtype than their space declares
     (Catch-bsuite, FourRooms-misc); those are cast to the declared dtype so they pass
-    `check_env` like any other.
+    `check_env` like any other. Asterix-MinAtar gets a loop-free slot sampler so it
+    traces inside shard_map (`fixes.py`).
     """
     import gymnax
 
     if name not in gymnax.registered_envs:
         raise ConfigError(f"unknown env {name!r} (run `jaxrl-async envs` for the list)")
+    fixes.apply(name)
     try:
         env, params = gymnax.make(name, **kwargs)
     except Exception as e:  # e.g. MNISTBandit downloads MNIST in its constructor
