@@ -132,7 +132,7 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
                         axis_name=axis_name)
                     # The shared maximum comes back device-invariant; the shard's is not.
                     current = current.replace(
-                        max_priority=_varying(current.max_priority, axis_name))
+                        max_priority=mark_varying(current.max_priority, axis_name))
                 return (learner, priorities_of(current)), metrics
 
             (learner, part), metrics = jax.lax.scan(
@@ -156,7 +156,9 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
     return ReplayStage(init=init, store=store, advance=advance, learn=learn, n_step=n)
 
 
-def _varying(x, axis_name):
+def mark_varying(x, axis_name: str | None):
+    """x typed as differing across the devices of `axis_name` (shard_map's varying type);
+    a no-op without an axis or when it already is."""
     if axis_name is None:
         return x
     try:

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl_async.agents.base import ActorClock, Agent
-from jaxrl_async.offpolicy import NStepTransition, make_replay_stage
+from jaxrl_async.offpolicy import NStepTransition, make_replay_stage, mark_varying
 
 AXIS = "data"  # the mesh axis the env batch is split over
 
@@ -142,16 +142,11 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         """One key per local env: `key` folded with the env's global index."""
         return jax.vmap(jax.random.fold_in, (None, 0))(key, env_index())
 
-    def cast(x):
-        try:
-            return jax.lax.pcast(x, (AXIS,), to="varying")
-        except ValueError:  # already varying
-            return x
-
     def varying(tree, specs=P(AXIS)):
         """Mark per-env values (those split along AXIS by `specs`, a prefix of `tree`) as
         differing across devices: a fresh reset may look uniform to shard_map."""
-        return jax.tree.map(lambda spec, sub: jax.tree.map(cast, sub) if AXIS in spec else sub,
+        return jax.tree.map(lambda spec, sub: jax.tree.map(lambda x: mark_varying(x, AXIS), sub)
+                            if AXIS in spec else sub,
                             specs, tree)
 
     def rollout(params, env_state, obs, key, version=0, env_steps=0, length=rollout_len):
