@@ -1,13 +1,27 @@
-"""jaxrl_async: asynchronous actor-learner RL inside one XLA program."""
+"""jaxrl_async: asynchronous actor-learner RL inside one XLA program.
+
+`load_config` needs only the config schema; `train`, `resume` and `make` import JAX,
+the networks and the agents on first use, so loading a config stays cheap.
+"""
 
 from jaxrl_async._xla_flags import apply_default_xla_flags
 
 apply_default_xla_flags()
 
-from jaxrl_async.config import Config, ConfigError, load_config  # noqa: E402
-from jaxrl_async.envs import EnvSpecError, make  # noqa: E402
-from jaxrl_async.errors import TrainingInterrupted  # noqa: E402
-from jaxrl_async.train import TrainResult, resume, train  # noqa: E402
+from jaxrl_async.config import Config, load_config  # noqa: E402
+from jaxrl_async.errors import ConfigError, EnvSpecError, TrainingInterrupted  # noqa: E402
+
+_LAZY = {"train": "jaxrl_async.trainer", "resume": "jaxrl_async.trainer",
+         "TrainResult": "jaxrl_async.trainer", "make": "jaxrl_async.envs"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'jaxrl_async' has no attribute {name!r}")
+
 
 __all__ = [
     "Config",

@@ -30,9 +30,10 @@ import jax
 import numpy as np
 
 from jaxrl_async._xla_flags import SCHEDULER_FLAG
+from jaxrl_async.build import build_pipeline
 from jaxrl_async.config import Config, load_config
 from jaxrl_async.errors import UserError
-from jaxrl_async.train import build_pipeline, configure_compile_cache, train
+from jaxrl_async.trainer import configure_compile_cache, train
 
 BENCH_OVERRIDES = ("pipeline.rollout_len=128", "agent.num_minibatches=4", "train.progress=false")
 BENCH_OWNED = ("env.num_envs", "train.total_steps")  # set per measurement by the bench

@@ -12,7 +12,7 @@ from jaxrl_async.errors import UserError
 def _train(args) -> int:
     from jaxrl_async import distributed
     from jaxrl_async.config import load_config
-    from jaxrl_async.train import default_run_dir, train
+    from jaxrl_async.trainer import default_run_dir, train
 
     # Several processes join before load_config counts the devices (the mesh spans them all).
     distributed.initialize(args.config, args.overrides)
@@ -24,7 +24,7 @@ def _train(args) -> int:
 
 def _resume(args) -> int:
     from jaxrl_async import distributed
-    from jaxrl_async.train import resume
+    from jaxrl_async.trainer import resume
 
     # `total_steps=N` (as in `jaxrl-async resume RUN_DIR total_steps=N`) is train.total_steps.
     overrides = [f"train.{o}" if o.split("=", 1)[0] == "total_steps" else o

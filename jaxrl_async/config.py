@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Sequence
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from jaxrl_async.agents import AGENT_CONFIGS
+from jaxrl_async.agents.configs import AGENT_CONFIGS
 from jaxrl_async.errors import ConfigError, require
 
 CONFIG_DIR = Path(__file__).parent / "configs"

@@ -5,7 +5,7 @@ Every process runs the same program: `initialize` joins the processes through
 devices of every process and the pipeline's mesh spans them all (pipeline.make_mesh).
 Each process then steps the envs of its own devices and keeps their replay shard;
 `lax.pmean` inside the learner averages gradients over every device of every process.
-Only process 0 writes the run directory (train.py); the others compute the same
+Only process 0 writes the run directory (trainer.py); the others compute the same
 metrics silently.
 
 Settings come from the `distributed` config section or, where it is unset, from the

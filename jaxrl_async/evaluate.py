@@ -25,11 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async import distributed
+from jaxrl_async import checkpoint as ckpt
+from jaxrl_async import distributed, rundir
 from jaxrl_async import envs as envs_lib
-from jaxrl_async.agents.base import ActorClock, Agent
+from jaxrl_async.build import build_pipeline
 from jaxrl_async.config import EVAL_MODES, Config, EvalConfig
 from jaxrl_async.envs.wrappers import NormalizeObservation, NormState, VecEnv
+from jaxrl_async.types import ActorClock, Agent
 
 MODES = EVAL_MODES
 DEFAULT_MAX_STEPS = 10_000  # the cap for an env that declares no episode limit
@@ -234,11 +236,6 @@ def evaluate_run(run_dir: str | Path, episodes: int | None = None, mode: str | N
     Raises a UserError subclass (one line) for a missing run directory, config or
     checkpoint, or one that does not fit the config.
     """
-    # Imported here: train imports this module for its periodic evaluation.
-    from jaxrl_async import checkpoint as ckpt
-    from jaxrl_async import rundir
-    from jaxrl_async.train import build_pipeline
-
     run_dir = Path(run_dir)
     config = rundir.resume_config(run_dir)
     eval_config = dataclasses.replace(

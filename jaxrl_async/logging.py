@@ -30,7 +30,9 @@ class TensorBoardSink:
     events from that step on (written after its last checkpoint)."""
 
     def __init__(self, log_dir: Path, purge_step: int | None = None):
-        from tensorboardX import SummaryWriter  # imported lazily: protobuf is slow to load
+        from tensorboardX import (
+            SummaryWriter,  # imported lazily: protobuf is slow to load
+        )
 
         self._writer = SummaryWriter(str(log_dir), purge_step=purge_step)
 

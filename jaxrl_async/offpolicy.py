@@ -26,19 +26,10 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async.agents.base import ReplayUse
 from jaxrl_async.replay import prioritized, ring
 from jaxrl_async.returns import nstep_returns
-
-
-class NStepTransition(NamedTuple):
-    """What the replay stores: target = reward + discount · V(next_obs)."""
-
-    obs: jax.Array
-    action: jax.Array
-    reward: jax.Array  # float32: Σ_k γ^k r_{t+k} up to n steps or the episode's end
-    discount: jax.Array  # float32: γ^(k+1) after k+1 steps, 0 at a termination
-    next_obs: jax.Array  # the observation to bootstrap from (a truncation's final one)
+from jaxrl_async.sharding import mark_varying
+from jaxrl_async.types import NStepTransition, ReplayUse
 
 
 def nstep_transitions(window, n: int, gamma: float) -> NStepTransition:
@@ -154,14 +145,3 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
         return learner, with_priorities(replay, part), metrics, learned
 
     return ReplayStage(init=init, store=store, advance=advance, learn=learn, n_step=n)
-
-
-def mark_varying(x, axis_name: str | None):
-    """x typed as differing across the devices of `axis_name` (shard_map's varying type);
-    a no-op without an axis or when it already is."""
-    if axis_name is None:
-        return x
-    try:
-        return jax.lax.pcast(x, (axis_name,), to="varying")
-    except ValueError:  # already varying
-        return x

@@ -1,67 +1,268 @@
-"""The tick: act in every env for a rollout, learn from a trajectory, as one XLA program.
+"""The tick: act in every env for a rollout, learn, as one XLA program.
 
-`tick(state) -> (state, metrics)` is scanned K times per host call by
-`make_chunk`; the host compiles that chunk once (state donated) and calls it until
-the run is done. Everything here is a pure function of a PipelineState pytree.
+`tick(state) -> (state, metrics)` is scanned K times per host call (`make_chunk`);
+the host compiles that chunk once (state donated) and calls it until the run is done.
+Everything here is a pure function of a PipelineState pytree. A tick has two halves:
 
-`lag` sets how the actor and the learner meet:
-- lag 0: synchronous. The actor rolls out with the learner's parameters and the
+- the actor (`make_act`): one rollout with the parameters in front of the parameter
+  queue, advancing the env step clock;
+- the learner (`make_learn` or the replay stage): one update, on a trajectory or on
+  samples of the replay.
+
+`lag` sets how the halves meet, one tick builder each:
+- `make_sync_tick`, lag 0: the actor rolls out with the learner's parameters and the
   learner updates on that trajectory in the same tick.
-- lag L >= 1: double-buffered. The learner updates on the trajectory the actor wrote
-  in the previous tick (`in_flight`) while the actor rolls out the next one with the
-  oldest of the last L parameter versions (`actor_params`, a queue). Inside a tick
-  the two share no data, so XLA (or two devices) may run them at once; the data the
-  learner consumes is always exactly L updates old after the first L ticks.
-
-Off-policy agents (`Agent.data == "replay"`) use `tick_replay` instead: the replay
-(offpolicy.py) sits between actor and learner, the learner samples it as the previous
-tick left it, and `lag` L makes the actor act with parameters L updates old.
+- `make_async_tick`, lag L >= 1: double-buffered. The learner updates on the
+  trajectory the actor wrote in the previous tick (`in_flight`) while the actor rolls
+  out the next one with the oldest of the last L parameter versions (`ParamQueue`).
+  Inside a tick the halves share no data, so XLA (or two device groups, split.py) may
+  run them at once; after the first L ticks the data the learner consumes is exactly
+  L updates old. Split placement runs this same `async_tick` with its halves compiled
+  on two meshes, so the two placements cannot drift apart.
+- `make_replay_tick`, off-policy agents: the replay (offpolicy.py) sits between actor
+  and learner; the learner samples it as the previous tick left it, and at lag L the
+  actor acts with the parameters of L updates ago.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import struct
+from jax.sharding import PartitionSpec as P
 
-from jaxrl_async.agents.base import ActorClock, Agent
-from jaxrl_async.offpolicy import NStepTransition, make_replay_stage, mark_varying
+from jaxrl_async.offpolicy import make_replay_stage
+from jaxrl_async.rollout import env_index, env_keys, make_rollout
+from jaxrl_async.sharding import AXIS, make_mesh, varying
+from jaxrl_async.types import ActorClock, Agent, NStepTransition
 
-AXIS = "data"  # the mesh axis the env batch is split over
+
+@struct.dataclass
+class ParamQueue:
+    """The last L parameter versions, oldest first: the actor acts with the oldest, so it
+    stays L learner updates behind; each tick pushes the newest and drops the oldest."""
+
+    params: Any  # [L, ...]
+    versions: jax.Array  # int32 [L] the learner update count of each
 
 
-class Transition(NamedTuple):
-    """One env step of every env; a trajectory stacks them time-major [T, B, ...]."""
+def queue_init(params, lag: int) -> ParamQueue:
+    return ParamQueue(jax.tree.map(lambda p: jnp.broadcast_to(p, (lag, *p.shape)), params),
+                      jnp.zeros((lag,), jnp.int32))
 
-    obs: jax.Array
-    action: jax.Array
-    reward: jax.Array
-    terminated: jax.Array  # stops bootstrapping
-    truncated: jax.Array  # ends the episode, bootstraps from next_obs
-    next_obs: jax.Array  # the observation after the step, before any auto-reset
-    extras: dict  # what the actor recorded (log-probabilities, raw actions, ...)
-    version: jax.Array  # int32: learner updates behind the parameters that acted
+
+def queue_oldest(queue: ParamQueue):
+    """(params, version) at the front of the queue: what the actor uses."""
+    return jax.tree.map(lambda q: q[0], queue.params), queue.versions[0]
+
+
+def queue_push(queue: ParamQueue, params, version) -> ParamQueue:
+    shift = lambda q, new: jnp.concatenate([q[1:], new[None]])  # noqa: E731
+    return ParamQueue(jax.tree.map(shift, queue.params, params), shift(queue.versions, version))
 
 
 @struct.dataclass
 class PipelineState:
     learner: Any
-    env_state: Any  # [B, ...] per env (sharded over the mesh)
+    env_state: Any  # [B, ...] per env (split over the mesh)
     obs: jax.Array  # [B, ...] the observation each env shows now
     key: jax.Array
     updates: jax.Array  # learner updates done so far: the learner's parameter version
     env_steps: jax.Array  # int32 env steps of all envs in ticks so far (prefills not counted)
     # lag >= 1 only (None otherwise):
-    actor_params: Any = None  # [L, ...] the last L parameter versions, oldest first
-    actor_versions: Any = None  # [L]
+    actor_queue: ParamQueue | None = None
+    # on-policy agents at lag >= 1 only (None otherwise):
     in_flight: Any = None  # Transition [T, B, ...] written last tick, learned on this tick
     in_flight_version: Any = None  # the parameter version that wrote it
     # off-policy agents only (None otherwise):
     replay: Any = None  # [D, ...] one replay per device (offpolicy.py), split over the mesh
     window: Any = None  # Transition [T + n - 1, B, ...] the steps the next tick stores
+
+
+def acting_params(state: PipelineState):
+    """(params, version) the actor uses: the queue's oldest, or the learner's at lag 0."""
+    if state.actor_queue is None:
+        return state.learner.params, state.updates
+    return queue_oldest(state.actor_queue)
+
+
+def state_specs(env, lag: int, offpolicy: bool) -> PipelineState:
+    """How each field of a PipelineState is split over the mesh (None: absent)."""
+    double_buffered = lag > 0 and not offpolicy
+    return PipelineState(
+        learner=P(), env_state=env.partition_spec(AXIS), obs=P(AXIS), key=P(), updates=P(),
+        env_steps=P(), actor_queue=P() if lag else None,
+        in_flight=P(None, AXIS) if double_buffered else None,
+        in_flight_version=P() if double_buffered else None,
+        replay=P(AXIS) if offpolicy else None,
+        window=P(None, AXIS) if offpolicy else None)
+
+
+class Acted(NamedTuple):
+    """The actor's half of a tick: the envs moved on, a trajectory and its statistics."""
+
+    env_state: Any
+    obs: jax.Array
+    key: jax.Array  # the run's key for the next tick
+    env_steps: jax.Array
+    traj: Any  # Transition [T, B, ...]
+    version: jax.Array  # the parameter version that acted
+    stats: dict  # episode statistics of the rollout, summed over the mesh
+    learn_key: jax.Array  # this tick's key for the learner
+
+
+def make_act(rollout: Callable, tick_steps: int) -> Callable:
+    """act(params, version, env_state, obs, key, env_steps) -> Acted: one rollout."""
+
+    def act(params, version, env_state, obs, key, env_steps) -> Acted:
+        key, rollout_key, learn_key = jax.random.split(key, 3)
+        env_state, obs, traj, stats = rollout(params, env_state, obs, rollout_key, version,
+                                              env_steps)
+        return Acted(env_state, obs, key, env_steps + tick_steps, traj, version, stats,
+                     learn_key)
+
+    return act
+
+
+def lag_metrics(staleness) -> dict:
+    staleness = staleness.astype(jnp.float32)
+    return {"policy_lag": staleness, "policy_lag_max": staleness}
+
+
+def make_learn(agent: Agent, max_staleness: int) -> Callable:
+    """learn(learner, updates, traj, version, key) -> (learner, updates, metrics): the
+    agent's update on a trajectory, masked when its data is more than `max_staleness`
+    updates old (-1: never)."""
+
+    def learn(learner_state, updates, traj, version, key):
+        staleness = updates - version
+        learner, metrics = agent.learn(learner_state, traj, key)
+        updated = jnp.bool_(True) if max_staleness < 0 else staleness <= max_staleness
+        if max_staleness >= 0:
+            learner = jax.tree.map(lambda new, old: jnp.where(updated, new, old),
+                                   learner, learner_state)
+        metrics = {**metrics, **lag_metrics(staleness),
+                   "skipped_updates": 1.0 - updated.astype(jnp.float32)}
+        return learner, updates + updated.astype(jnp.int32), metrics
+
+    return learn
+
+
+def make_sync_tick(act: Callable, learn: Callable) -> Callable:
+    """Lag 0: roll out with the learner's parameters, then learn on that trajectory."""
+
+    def tick(state: PipelineState):
+        acted = act(state.learner.params, state.updates, state.env_state, state.obs, state.key,
+                    state.env_steps)
+        learner, updates, metrics = learn(state.learner, state.updates, acted.traj,
+                                          acted.version, acted.learn_key)
+        state = state.replace(learner=learner, updates=updates, env_state=acted.env_state,
+                              obs=acted.obs, key=acted.key, env_steps=acted.env_steps)
+        return state, {**metrics, **acted.stats}
+
+    return tick
+
+
+def _same(x, spec=None):
+    return x
+
+
+def async_tick(state: PipelineState, act: Callable, learn: Callable, push: Callable,
+               to_actor: Callable = _same, to_learner: Callable = _same):
+    """One double-buffered tick. The actor rolls out with the queue's oldest parameters
+    while the learner updates on last tick's trajectory; nothing the actor does reads
+    the learner's output. `to_actor(x)` / `to_learner(x, spec)` move values between the
+    two halves' devices: the identity inside one program, device_put under split
+    placement, which calls this function with its halves compiled separately."""
+    params, version = queue_oldest(state.actor_queue)
+    acted = act(params, version, state.env_state, state.obs, state.key, state.env_steps)
+    learner, updates, metrics = learn(state.learner, state.updates, state.in_flight,
+                                      state.in_flight_version, to_learner(acted.learn_key, P()))
+    queue = push(state.actor_queue, to_actor(learner.params), to_actor(updates))
+    state = state.replace(
+        learner=learner, updates=updates, env_state=acted.env_state, obs=acted.obs,
+        key=acted.key, env_steps=acted.env_steps, actor_queue=queue,
+        in_flight=to_learner(acted.traj, P(None, AXIS)),
+        in_flight_version=to_learner(acted.version, P()))
+    return state, {**metrics, **acted.stats}
+
+
+def make_async_tick(act: Callable, learn: Callable) -> Callable:
+    """Lag >= 1 in one program (fused placement)."""
+    return functools.partial(async_tick, act=act, learn=learn, push=queue_push)
+
+
+def make_replay_tick(act: Callable, stage, agent_learn: Callable) -> Callable:
+    """Off-policy: store last tick's steps, learn from the replay, act; the actor's rollout
+    and the learner share nothing. At lag L the actor acts with the parameters of L
+    updates ago, since the replay already decouples the learner from the newest data."""
+
+    def tick(state: PipelineState):
+        params, version = acting_params(state)
+        acted = act(params, version, state.env_state, state.obs, state.key, state.env_steps)
+        replay = stage.store(jax.tree.map(lambda x: x[0], state.replay), state.window)
+        learner, replay, metrics, learned = stage.learn(agent_learn, state.learner, replay,
+                                                        state.env_steps, acted.learn_key)
+        queue = state.actor_queue
+        if queue is not None:  # queue the parameters this tick started from
+            queue = queue_push(queue, state.learner.params, state.updates)
+        new_state = state.replace(
+            learner=learner, updates=state.updates + learned.astype(jnp.int32),
+            env_state=acted.env_state, obs=acted.obs, key=acted.key,
+            env_steps=acted.env_steps, actor_queue=queue,
+            replay=varying(jax.tree.map(lambda x: x[None], replay)),
+            window=stage.advance(state.window, acted.traj))
+        metrics = {**metrics, **lag_metrics(state.updates - version),
+                   "learning": learned.astype(jnp.float32)}
+        return new_state, {**metrics, **acted.stats}
+
+    return tick
+
+
+def make_init(agent: Agent, env, env_params, rollout: Callable, rollout_len: int,
+              num_envs: int, local_envs: int, lag: int, stage=None) -> Callable:
+    """init(key) -> PipelineState: reset the envs, initialise the learner, fill the
+    parameter queue with the initial parameters, and prefill what the first tick
+    consumes (not counted in env_steps): at lag >= 1 on-policy, one rollout in flight;
+    off-policy, an empty replay per device and a first window of T + n - 1 steps."""
+
+    def init_replay(params, env_state, obs, key):
+        keys = jax.random.split(key, local_envs)
+        clock = ActorClock(jnp.int32(0), env_index(local_envs), num_envs)
+        action = jax.eval_shape(agent.act, params, obs, keys, clock)[0]
+        zeros = lambda x: jnp.zeros(x.shape[1:], x.dtype)  # noqa: E731
+        example = NStepTransition(zeros(obs), zeros(action), jnp.float32(0), jnp.float32(0),
+                                  zeros(obs))
+        replay = jax.tree.map(lambda x: x[None], stage.init(example))
+        env_state, obs, window, _ = rollout(params, env_state, obs, key,
+                                            length=rollout_len + stage.n_step - 1)
+        return env_state, obs, varying(replay), window
+
+    def init(key):
+        reset_key, agent_key, key = jax.random.split(key, 3)
+        obs, env_state = varying(env.reset(env_keys(reset_key, local_envs), env_params),
+                                 (P(AXIS), env.partition_spec(AXIS)))
+        learner = agent.init(agent_key)
+        state = PipelineState(learner, env_state, obs, key, jnp.int32(0), jnp.int32(0))
+        if lag:
+            state = state.replace(actor_queue=queue_init(learner.params, lag))
+        key, prefill_key = jax.random.split(key)
+        if stage is not None:
+            env_state, obs, replay, window = init_replay(learner.params, env_state, obs,
+                                                       prefill_key)
+            return state.replace(env_state=env_state, obs=obs, key=key, replay=replay,
+                                 window=window)
+        if lag == 0:
+            return state
+        env_state, obs, traj, _ = rollout(learner.params, env_state, obs, prefill_key)
+        return state.replace(env_state=env_state, obs=obs, key=key, in_flight=traj,
+                             in_flight_version=jnp.int32(0))
+
+    return init
 
 
 class Pipeline(NamedTuple):
@@ -73,8 +274,9 @@ class Pipeline(NamedTuple):
     rollout: (params, env_state, obs, key) -> (env_state, obs, trajectory, episode stats)
     learn:   (learner_state, trajectory, key) -> (learner_state, metrics), the agent's
              update with the trajectory split over the mesh
-    The halves of an asynchronous tick, for running actor and learner on separate meshes
-    (split.py): learn_step, act_step and push (replicated, not mesh-bound).
+    The halves of an asynchronous tick on this mesh, for split placement (split.py):
+    act:     (params, version, env_state, obs, key, env_steps) -> Acted
+    learn_step: (learner, updates, traj, version, key) -> (learner, updates, metrics)
     """
 
     init: Callable
@@ -82,29 +284,10 @@ class Pipeline(NamedTuple):
     chunk: Callable[[int], Callable]
     rollout: Callable
     learn: Callable
+    act: Callable
     learn_step: Callable
-    act_step: Callable
-    push: Callable
     specs: PipelineState  # how each field is split over the mesh
     mesh: jax.sharding.Mesh
-
-
-def make_mesh(num_devices: int = 0) -> jax.sharding.Mesh:
-    """A 1-D mesh over the first `num_devices` devices (0: all of them).
-
-    In one process these are its local devices. With several processes
-    (`jax.distributed`) the mesh spans every device of every process, so each process
-    steps the envs of its own devices and the gradients are averaged over all of them;
-    a mesh that left a process out would leave it nothing to run, hence all or nothing.
-    """
-    devices = jax.devices()
-    n = len(devices) if num_devices == 0 else num_devices
-    if jax.process_count() > 1 and n != len(devices):
-        raise ValueError(f"asked for {n} devices; a mesh over {jax.process_count()} processes "
-                         f"takes all {len(devices)}")
-    if not 1 <= n <= len(devices):
-        raise ValueError(f"asked for {n} devices, {len(devices)} available")
-    return jax.make_mesh((n,), (AXIS,), devices=devices[:n])
 
 
 def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int, *,
@@ -114,13 +297,9 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
     """`env` is batched (a VecEnv, possibly wrapped); its info carries episode statistics.
 
     Off-policy agents (`agent.data == "replay"`) need `replay`, a ReplayConfig, and
-    `total_steps`, the run's env steps (importance-weight annealing).
-
-    The env batch, its states and trajectories are split over the mesh; parameters
-    and keys are replicated. Every env draws its randomness from the step key folded
-    with its global index, so results do not depend on the number of devices.
-    `max_staleness` >= 0 skips (masks) a learner update whose data was produced by
-    parameters more than that many updates old; -1 never skips.
+    `total_steps`, the run's env steps (importance-weight annealing). `max_staleness`
+    >= 0 skips (masks) a learner update whose data was produced by parameters more
+    than that many updates old; -1 never skips.
     """
     if lag < 0:
         raise ValueError(f"lag must be >= 0, got {lag}")
@@ -128,208 +307,36 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
     if num_envs % mesh.size:
         raise ValueError(f"{num_envs} envs do not split over {mesh.size} devices")
     local_envs = num_envs // mesh.size
-    P = jax.sharding.PartitionSpec
     offpolicy = agent.data == "replay"
+    if offpolicy and replay is None:
+        raise ValueError("an off-policy agent needs a replay config")
+    stage = (make_replay_stage(agent.replay, replay, mesh.size, total_steps, AXIS)
+             if offpolicy else None)
+    rollout = make_rollout(agent, env, env_params, rollout_len, num_envs, local_envs, unroll)
+    act = make_act(rollout, rollout_len * num_envs)
+    learn = make_learn(agent, max_staleness)
     if offpolicy:
-        if replay is None:
-            raise ValueError("an off-policy agent needs a replay config")
-        stage = make_replay_stage(agent.replay, replay, mesh.size, total_steps, AXIS)
-
-    def env_index():
-        return jax.lax.axis_index(AXIS) * local_envs + jnp.arange(local_envs)
-
-    def env_keys(key):
-        """One key per local env: `key` folded with the env's global index."""
-        return jax.vmap(jax.random.fold_in, (None, 0))(key, env_index())
-
-    def varying(tree, specs=P(AXIS)):
-        """Mark per-env values (those split along AXIS by `specs`, a prefix of `tree`) as
-        differing across devices: a fresh reset may look uniform to shard_map."""
-        return jax.tree.map(lambda spec, sub: jax.tree.map(lambda x: mark_varying(x, AXIS), sub)
-                            if AXIS in spec else sub,
-                            specs, tree)
-
-    def rollout(params, env_state, obs, key, version=0, env_steps=0, length=rollout_len):
-        env_state, obs = varying((env_state, obs), (env.partition_spec(AXIS), P(AXIS)))
-
-        def step(carry, xs):
-            env_state, obs = carry
-            step_key, t = xs
-            keys = jax.vmap(jax.random.split)(env_keys(step_key))
-            clock = ActorClock(env_steps + t * num_envs, env_index(), num_envs)
-            action, extras = agent.act(params, obs, keys[:, 0], clock)
-            next_obs, env_state, reward, terminated, truncated, info = env.step(
-                keys[:, 1], env_state, action, env_params)
-            transition = Transition(obs, action, reward, terminated, truncated,
-                                    info["final_observation"], extras,
-                                    jnp.full(reward.shape, version, jnp.int32))
-            episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
-            return (env_state, next_obs), (transition, episodes)
-
-        (env_state, obs), (traj, (done, ret, ep_length)) = jax.lax.scan(
-            step, (env_state, obs), (jax.random.split(key, length), jnp.arange(length)),
-            unroll=unroll)
-        stats = {"episodes": done.sum(dtype=jnp.int32),
-                 "episode_return_sum": ret.sum(dtype=jnp.float32),
-                 "episode_length_sum": ep_length.sum(dtype=jnp.float32)}
-        return env_state, obs, varying(traj), jax.lax.psum(stats, AXIS)
-
-    tick_steps = rollout_len * num_envs
-    n_step = agent.replay.n_step if offpolicy else 1
-
-    def init_replay(params, env_state, obs, key):
-        """An empty replay per device and a first window: T + n - 1 steps rolled out with
-        the initial parameters (not counted in env_steps), which tick 0 stores."""
-        keys = jax.random.split(key, local_envs)
-        clock = ActorClock(jnp.int32(0), env_index(), num_envs)
-        action = jax.eval_shape(agent.act, params, obs, keys, clock)[0]
-        zeros = lambda x: jnp.zeros(x.shape[1:], x.dtype)  # noqa: E731
-        example = NStepTransition(zeros(obs), zeros(action), jnp.float32(0), jnp.float32(0),
-                                  zeros(obs))
-        replay = jax.tree.map(lambda x: x[None], stage.init(example))
-        env_state, obs, window, _ = rollout(params, env_state, obs, key,
-                                            length=rollout_len + n_step - 1)
-        return env_state, obs, varying(replay), window
-
-    def init(key):
-        reset_key, agent_key, key = jax.random.split(key, 3)
-        obs, env_state = varying(env.reset(env_keys(reset_key), env_params),
-                                 (P(AXIS), env.partition_spec(AXIS)))
-        learner = agent.init(agent_key)
-        state = PipelineState(learner, env_state, obs, key, jnp.int32(0), jnp.int32(0))
-        key, prefill_key = jax.random.split(key)
-        if offpolicy:
-            env_state, obs, replay, window = init_replay(learner.params, env_state, obs,
-                                                       prefill_key)
-            state = state.replace(env_state=env_state, obs=obs, key=key, replay=replay,
-                                  window=window)
-        if lag == 0:
-            return state
-        queue = jax.tree.map(lambda p: jnp.broadcast_to(p, (lag, *p.shape)), learner.params)
-        state = state.replace(actor_params=queue, actor_versions=jnp.zeros((lag,), jnp.int32))
-        if offpolicy:
-            return state
-        # Fill the double buffer: one rollout with the initial parameters.
-        env_state, obs, traj, _ = rollout(learner.params, env_state, obs, prefill_key)
-        return state.replace(env_state=env_state, obs=obs, key=key, in_flight=traj,
-                             in_flight_version=jnp.int32(0))
-
-    def learn(learner_state, updates, traj, version, key):
-        """The learner's update on `traj`, masked when its data is too stale."""
-        staleness = updates - version
-        learner, metrics = agent.learn(learner_state, traj, key)
-        updated = jnp.bool_(True) if max_staleness < 0 else staleness <= max_staleness
-        if max_staleness >= 0:
-            learner = jax.tree.map(lambda new, old: jnp.where(updated, new, old),
-                                   learner, learner_state)
-        metrics = {**metrics, **lag_metrics(staleness),
-                   "skipped_updates": 1.0 - updated.astype(jnp.float32)}
-        return learner, updates + updated.astype(jnp.int32), metrics
-
-    def lag_metrics(staleness):
-        staleness = staleness.astype(jnp.float32)
-        return {"policy_lag": staleness, "policy_lag_max": staleness}
-
-    def act(actor_params, actor_versions, env_state, obs, key, env_steps=0):
-        """The actor's half of an asynchronous tick: roll out with the oldest queued params.
-
-        Returns (env_state, obs, trajectory, stats, version, next key, the learner's key).
-        """
-        key, rollout_key, learn_key = jax.random.split(key, 3)
-        oldest = jax.tree.map(lambda q: q[0], actor_params)
-        env_state, obs, traj, stats = rollout(oldest, env_state, obs, rollout_key,
-                                              actor_versions[0], env_steps)
-        return env_state, obs, traj, stats, actor_versions[0], key, learn_key
-
-    def push(actor_params, actor_versions, params, version):
-        """Queue the learner's newest parameters; the oldest drop out."""
-        shift = lambda queue, new: jnp.concatenate([queue[1:], new[None]])  # noqa: E731
-        return jax.tree.map(shift, actor_params, params), shift(actor_versions, version)
-
-    def tick_sync(state: PipelineState):
-        key, rollout_key, learn_key = jax.random.split(state.key, 3)
-        env_state, obs, traj, stats = rollout(state.learner.params, state.env_state, state.obs,
-                                              rollout_key, state.updates, state.env_steps)
-        learner, updates, metrics = learn(state.learner, state.updates, traj, state.updates,
-                                          learn_key)
-        state = state.replace(learner=learner, env_state=env_state, obs=obs, key=key,
-                              updates=updates, env_steps=state.env_steps + tick_steps)
-        return state, {**metrics, **stats}
-
-    def tick_async(state: PipelineState):
-        # Actor: nothing here reads the learner's output.
-        env_state, obs, traj, stats, version, key, learn_key = act(
-            state.actor_params, state.actor_versions, state.env_state, state.obs, state.key,
-            state.env_steps)
-        # Learner: last tick's trajectory.
-        learner, updates, metrics = learn(state.learner, state.updates, state.in_flight,
-                                          state.in_flight_version, learn_key)
-        actor_params, actor_versions = push(state.actor_params, state.actor_versions,
-                                            learner.params, updates)
-        state = state.replace(
-            learner=learner, env_state=env_state, obs=obs, key=key, updates=updates,
-            env_steps=state.env_steps + tick_steps, actor_params=actor_params,
-            actor_versions=actor_versions, in_flight=traj, in_flight_version=version)
-        return state, {**metrics, **stats}
-
-    def tick_replay(state: PipelineState):
-        """Off-policy: store last tick's steps, learn from the replay, act; the actor's
-        rollout and the learner share nothing (offpolicy.py).
-
-        The replay already decouples the learner from the actor's latest data, so `lag`
-        acts on parameters: at lag L the actor uses the parameters of L updates ago.
-        """
-        if lag == 0:
-            params, version = state.learner.params, state.updates
-        else:
-            params = jax.tree.map(lambda q: q[0], state.actor_params)
-            version = state.actor_versions[0]
-        key, rollout_key, learn_key = jax.random.split(state.key, 3)
-        env_state, obs, traj, stats = rollout(params, state.env_state, state.obs, rollout_key,
-                                              version, state.env_steps)
-        replay = stage.store(jax.tree.map(lambda x: x[0], state.replay), state.window)
-        learner, replay, metrics, learned = stage.learn(agent.learn, state.learner, replay,
-                                                        state.env_steps, learn_key)
-        updates = state.updates + learned.astype(jnp.int32)
-        new_state = state.replace(
-            learner=learner, env_state=env_state, obs=obs, key=key, updates=updates,
-            env_steps=state.env_steps + tick_steps,
-            replay=varying(jax.tree.map(lambda x: x[None], replay)),
-            window=stage.advance(state.window, traj))
-        if lag:  # queue the parameters this tick started from: the actor stays `lag` behind
-            actor_params, actor_versions = push(state.actor_params, state.actor_versions,
-                                                state.learner.params, state.updates)
-            new_state = new_state.replace(actor_params=actor_params,
-                                          actor_versions=actor_versions)
-        metrics = {**metrics, **lag_metrics(state.updates - version),
-                   "learning": learned.astype(jnp.float32)}
-        return new_state, {**metrics, **stats}
-
-    on_policy_lag = lag > 0 and not offpolicy
-    specs = PipelineState(
-        learner=P(), env_state=env.partition_spec(AXIS), obs=P(AXIS), key=P(), updates=P(),
-        env_steps=P(), actor_params=P() if lag else None, actor_versions=P() if lag else None,
-        in_flight=P(None, AXIS) if on_policy_lag else None,
-        in_flight_version=P() if on_policy_lag else None,
-        replay=P(AXIS) if offpolicy else None,
-        window=P(None, AXIS) if offpolicy else None)
-    tick = tick_replay if offpolicy else tick_sync if lag == 0 else tick_async
+        tick = make_replay_tick(act, stage, agent.learn)
+    else:
+        tick = make_sync_tick(act, learn) if lag == 0 else make_async_tick(act, learn)
+    specs = state_specs(env, lag, offpolicy)
+    env_spec = env.partition_spec(AXIS)
+    acted_specs = Acted(env_spec, P(AXIS), P(), P(), P(None, AXIS), P(), P(), P())
 
     def on_mesh(f, in_specs, out_specs):
         return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
 
     return Pipeline(
-        init=on_mesh(init, (P(),), specs),
+        init=on_mesh(make_init(agent, env, env_params, rollout, rollout_len, num_envs,
+                               local_envs, lag, stage), (P(),), specs),
         tick=on_mesh(tick, (specs,), (specs, P())),
         chunk=lambda num_ticks: on_mesh(make_chunk(tick, num_ticks), (specs,), (specs, P())),
-        rollout=on_mesh(rollout, (P(), env.partition_spec(AXIS), P(AXIS), P()),
-                        (env.partition_spec(AXIS), P(AXIS), P(None, AXIS), P())),
+        rollout=on_mesh(rollout, (P(), env_spec, P(AXIS), P()),
+                        (env_spec, P(AXIS), P(None, AXIS), P())),
         learn=on_mesh(agent.learn, (P(), P(None, AXIS), P()), (P(), P())),
+        act=on_mesh(act, (P(), P(), env_spec, P(AXIS), P(), P()), acted_specs),
         learn_step=on_mesh(learn, (P(), P(), P(None, AXIS), P(), P()), (P(), P(), P())),
-        act_step=on_mesh(act, (P(), P(), env.partition_spec(AXIS), P(AXIS), P()),
-                         (env.partition_spec(AXIS), P(AXIS), P(None, AXIS), P(), P(), P(),
-                          P())),
-        push=push, specs=specs, mesh=mesh)
+        specs=specs, mesh=mesh)
 
 
 def vmap_seeds(pipeline: Pipeline) -> Pipeline:
@@ -389,18 +396,3 @@ def init_and_compile(pipeline: Pipeline, key, num_ticks: int, options: dict | No
         state = init(key)
         chunk = chunk_future.result()
     return jax.block_until_ready(state), chunk
-
-
-def plan_calls(num_updates: int, target: int) -> tuple[int, int]:
-    """(ticks per host call, host calls): every call runs the same compiled chunk.
-
-    Prefers the largest divisor of num_updates not above `target`; when that is under
-    half the target (num_updates prime, say) the run is shortened to a whole number
-    of target-sized calls instead, dropping fewer than `target` updates, rather than
-    compiling a second program for the remainder.
-    """
-    target = max(1, min(target, num_updates))
-    ticks = max(d for d in range(1, target + 1) if num_updates % d == 0)
-    if 2 * ticks < target:
-        ticks = target
-    return ticks, num_updates // ticks

@@ -1,23 +1,26 @@
 """Actor–learner split placement: actors on one group of devices, the learner on another.
 
 The fused pipeline runs a whole tick as one program, where the actor's half and the
-learner's half could overlap but on CPU do not. Here the host dispatches the two
-halves of each asynchronous tick (pipeline.act_step on the actor mesh,
-pipeline.learn_step on the learner mesh) without waiting, so they run at the same
-time; parameters and trajectories move between the groups device to device. The
-randomness and the arithmetic are those of the fused tick at the same lag, so both
-placements follow the same learning curve (to float rounding).
+learner's half could overlap but on CPU do not. Here the host runs the same
+`pipeline.async_tick` with its halves compiled on two meshes: `act` on the actor mesh,
+`learn_step` on the learner mesh, the parameter queue's push on the actor mesh.
+Dispatch does not wait, so the halves run at the same time; parameters and
+trajectories move between the groups device to device. The randomness and the
+arithmetic are those of the fused tick at the same lag, so both placements end in
+the same state (to float rounding).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 
 import jax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxrl_async.pipeline import AXIS, Pipeline, PipelineState
+from jaxrl_async.pipeline import Pipeline, async_tick, queue_oldest, queue_push
+from jaxrl_async.sharding import AXIS
 
 
 def split_meshes(num_devices: int, actor_devices: int):
@@ -34,50 +37,37 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
 
     `actor` and `learner` are the same pipeline (lag >= 1) built on the two meshes.
     """
-    on_learner = NamedSharding(learner.mesh, P())
-    on_actor = NamedSharding(actor.mesh, P())
-    traj_on_learner = NamedSharding(learner.mesh, P(None, AXIS))
+    to_actor = functools.partial(jax.device_put, device=NamedSharding(actor.mesh, P()))
 
-    state = jax.jit(actor.init)(key)  # learner state and the prefilled trajectory move below
+    def to_learner(x, spec=P()):
+        return jax.device_put(x, NamedSharding(learner.mesh, spec))
+
+    state = jax.jit(actor.init)(key)  # the learner's parts move to the learner mesh
     state = state.replace(
-        learner=jax.device_put(state.learner, on_learner),
-        updates=jax.device_put(state.updates, on_learner),
-        in_flight=jax.device_put(state.in_flight, traj_on_learner),
-        in_flight_version=jax.device_put(state.in_flight_version, on_learner))
+        learner=to_learner(state.learner), updates=to_learner(state.updates),
+        in_flight=to_learner(state.in_flight, P(None, AXIS)),
+        in_flight_version=to_learner(state.in_flight_version))
 
-    act_lowered = jax.jit(actor.act_step).lower(
-        state.actor_params, state.actor_versions, state.env_state, state.obs, state.key)
-    learn_key = act_lowered.out_info[6]
-    learn_key = jax.ShapeDtypeStruct(learn_key.shape, learn_key.dtype, sharding=on_learner)
+    params, version = jax.eval_shape(queue_oldest, state.actor_queue)
+    on_actor = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,  # noqa: E731
+                                              sharding=NamedSharding(actor.mesh, P()))
+    params, version = jax.tree.map(on_actor, (params, version))
+    act_lowered = jax.jit(actor.act).lower(params, version, state.env_state, state.obs,
+                                           state.key, state.env_steps)
+    learn_key = act_lowered.out_info.learn_key
+    learn_key = jax.ShapeDtypeStruct(learn_key.shape, learn_key.dtype,
+                                     sharding=NamedSharding(learner.mesh, P()))
     learn_lowered = jax.jit(learner.learn_step, donate_argnums=0).lower(
         state.learner, state.updates, state.in_flight, state.in_flight_version, learn_key)
-    params_on_actor = jax.tree.map(
-        lambda q: jax.ShapeDtypeStruct(q.shape[1:], q.dtype, sharding=on_actor),
-        state.actor_params)
-    version_on_actor = jax.ShapeDtypeStruct((), state.updates.dtype, sharding=on_actor)
-    push_lowered = jax.jit(actor.push, donate_argnums=(0, 1)).lower(
-        state.actor_params, state.actor_versions, params_on_actor, version_on_actor)
+    push_lowered = jax.jit(queue_push, donate_argnums=0).lower(state.actor_queue, params,
+                                                               version)
     with concurrent.futures.ThreadPoolExecutor(3) as pool:  # XLA compiles without the GIL
         act, learn, push = pool.map(lambda lowered: lowered.compile(options),
                                     (act_lowered, learn_lowered, push_lowered))
+    tick = functools.partial(async_tick, act=act, learn=learn, push=push, to_actor=to_actor,
+                             to_learner=to_learner)
 
-    def tick(state: PipelineState):
-        env_state, obs, traj, stats, version, key, learn_key = act(
-            state.actor_params, state.actor_versions, state.env_state, state.obs, state.key)
-        learner_state, updates, metrics = learn(
-            state.learner, state.updates, state.in_flight, state.in_flight_version,
-            jax.device_put(learn_key, on_learner))
-        actor_params, actor_versions = push(
-            state.actor_params, state.actor_versions,
-            jax.device_put(learner_state.params, on_actor), jax.device_put(updates, on_actor))
-        state = state.replace(
-            learner=learner_state, updates=updates, env_state=env_state, obs=obs, key=key,
-            actor_params=actor_params, actor_versions=actor_versions,
-            in_flight=jax.device_put(traj, traj_on_learner),
-            in_flight_version=jax.device_put(version, on_learner))
-        return state, {**metrics, **stats}
-
-    def chunk(state: PipelineState):
+    def chunk(state):
         """num_ticks ticks, dispatched without waiting; metrics as lists per key."""
         ticks = []
         for _ in range(num_ticks):

@@ -30,7 +30,7 @@ import jax
 
 import jaxrl_async
 from jaxrl_async import checkpoint as ckpt
-from jaxrl_async.train import build_pipeline
+from jaxrl_async.build import build_pipeline
 
 
 def spread(values, scale=1.0, fmt="{:.1f}"):

@@ -134,9 +134,10 @@ def walk_rollout(make_agent, T=16, B=4):
 
     Sixteen steps of four envs see episodes end by termination and by truncation.
     """
-    from jaxrl_async.agents import BuildContext
     from jaxrl_async.envs import check_env, make_batched
-    from jaxrl_async.pipeline import AXIS, make_pipeline
+    from jaxrl_async.pipeline import make_pipeline
+    from jaxrl_async.sharding import AXIS
+    from jaxrl_async.types import BuildContext
 
     env = WalkEnv()
     params = env.default_params

@@ -68,7 +68,7 @@ def _interrupt_at(env_steps):
 
 
 def _fresh_state(config):
-    from jaxrl_async.train import build_pipeline
+    from jaxrl_async.build import build_pipeline
 
     pipeline, _ = build_pipeline(config)
     key = jax.random.key(config.train.seed, impl=config.prng_impl)

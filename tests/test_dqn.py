@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.agents.base import BuildContext
 from jaxrl_async.agents.dqn import DQNConfig, epsilons, make_dqn, td_targets
 from jaxrl_async.config import ReplayConfig
 from jaxrl_async.envs import check_env, make
-from jaxrl_async.offpolicy import NStepTransition, make_replay_stage, nstep_transitions
-from jaxrl_async.pipeline import Transition
-from jaxrl_async.replay import prioritized, ring
+from jaxrl_async.offpolicy import make_replay_stage, nstep_transitions
+from jaxrl_async.replay import prioritized
 from jaxrl_async.returns import nstep_returns
+from jaxrl_async.types import BuildContext, NStepTransition, Transition
 
 
 def nstep_reference(rewards, terminated, truncated, next_obs, n, gamma):
@@ -88,7 +87,7 @@ def test_store_completes_windows_across_rollouts():
     n, gamma, T, B = 3, 0.95, 4, 2
     stream = random_stream(7, 4 * T + n - 1, B)
     full = as_transition(*stream)
-    stage = make_replay_stage(jaxrl_async.agents.base.ReplayUse(n, gamma, 1),
+    stage = make_replay_stage(jaxrl_async.types.ReplayUse(n, gamma, 1),
                               ReplayConfig(kind="uniform", capacity=64), 1, 1000)
     example = jax.tree.map(lambda x: x[0, 0], nstep_transitions(full, n, gamma))
     replay = stage.init(example)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import jaxrl_async
+from jaxrl_async.build import build_pipeline
 from jaxrl_async.envs import registered_envs
 from jaxrl_async.envs.fixes import asterix_free_slot
-from jaxrl_async.train import build_pipeline
 
 
 def free_slot_reference(order, taken):

@@ -7,14 +7,21 @@ import numpy as np
 import pytest
 from flax import struct
 from gymnax.environments import spaces
+from probe_envs import WalkEnv, advantages_reference, walk_rollout
 
 from jaxrl_async.agents.ppo import PPOConfig, make_ppo
-from jaxrl_async.envs import (CastObservation, EnvSpec, EpisodeStatistics, VecEnv, check_env,
-                              make, make_batched, registered_envs)
+from jaxrl_async.envs import (
+    CastObservation,
+    EnvSpec,
+    EpisodeStatistics,
+    VecEnv,
+    check_env,
+    make,
+    make_batched,
+    registered_envs,
+)
 from jaxrl_async.errors import ConfigError, EnvSpecError
 from jaxrl_async.networks import ValueHead
-
-from probe_envs import WalkEnv, advantages_reference, walk_rollout
 
 # ---------------------------------------------------------------------------------------------
 # make / check_env for every registered gymnax id

@@ -7,17 +7,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from probe_envs import MatchContext, WalkEnv
 
 import jaxrl_async
-from jaxrl_async.agents import (BuildContext, DQNConfig, IMPALAConfig, PPOConfig, SACConfig,
-                                make_dqn, make_impala, make_ppo, make_sac)
-from jaxrl_async.agents.base import Agent
+from jaxrl_async.agents.dqn import DQNConfig, make_dqn
+from jaxrl_async.agents.impala import IMPALAConfig, make_impala
+from jaxrl_async.agents.ppo import PPOConfig, make_ppo
+from jaxrl_async.agents.sac import SACConfig, make_sac
 from jaxrl_async.envs.spec import EnvSpec
 from jaxrl_async.envs.wrappers import NormState
 from jaxrl_async.evaluate import evaluate_run, make_evaluator, obs_stats
 from jaxrl_async.networks import CategoricalPolicy
-
-from probe_envs import MatchContext, WalkEnv
+from jaxrl_async.types import Agent, BuildContext
 
 DISCRETE = EnvSpec((3,), np.dtype(np.float32), True, 3, (), np.dtype(np.int32))
 BOX = EnvSpec((3,), np.dtype(np.float32), False, 0, (2,), np.dtype(np.float32),

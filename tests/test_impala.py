@@ -3,13 +3,12 @@
 import jax
 import numpy as np
 import pytest
+from probe_envs import advantages_reference, walk_rollout
 
 import jaxrl_async
 from jaxrl_async.agents.impala import IMPALAConfig, env_group_minibatches, make_impala
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import ValueHead
-
-from probe_envs import advantages_reference, walk_rollout
 
 
 def test_impala_solves_cartpole():

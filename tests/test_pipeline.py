@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.train import build_pipeline
+from jaxrl_async.build import build_pipeline
 
 SMALL = ["env.num_envs=4", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",
          "agent.num_minibatches=2", "agent.num_epochs=2", "train.total_steps=1024"]
@@ -67,9 +67,9 @@ def test_data_is_exactly_lag_updates_old(lag):
     np.testing.assert_array_equal(staleness, expected)
     # The trajectory in flight was written by the oldest queued version.
     assert int(final.in_flight.version[0, 0]) == int(final.updates) - lag
-    np.testing.assert_array_equal(np.asarray(final.actor_versions),
+    np.testing.assert_array_equal(np.asarray(final.actor_queue.versions),
                                   np.arange(int(final.updates) - lag + 1, int(final.updates) + 1))
-    for queued, current in zip(jax.tree.leaves(final.actor_params),
+    for queued, current in zip(jax.tree.leaves(final.actor_queue.params),
                                jax.tree.leaves(final.learner.params)):
         np.testing.assert_array_equal(np.asarray(queued[-1]), np.asarray(current))
 

@@ -13,12 +13,10 @@ import numpy as np
 import pytest
 
 from jaxrl_async import distributions as D
-from jaxrl_async.agents.base import BuildContext
 from jaxrl_async.agents.sac import SACConfig, make_sac
 from jaxrl_async.envs import make, spec_of
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.offpolicy import NStepTransition
-from jaxrl_async.replay.ring import Sample
+from jaxrl_async.types import BuildContext, NStepTransition, Sample
 
 TINY = SACConfig(hidden_sizes=(16, 16), learning_rate=3e-3)
 

@@ -7,10 +7,9 @@ import signal
 import jax
 import numpy as np
 import pytest
+from probe_envs import MatchContext
 
 import jaxrl_async
-
-from probe_envs import MatchContext
 
 # One small config shared by the tests below and the CLI test, so the suite compiles it once
 # (in-process cache) and the CLI subprocess finds it in the persistent cache.
@@ -69,7 +68,7 @@ def test_same_seed_gives_identical_metrics_and_params(small_config):
 
 
 def test_second_chunk_call_does_not_compile(small_config):
-    from jaxrl_async.train import build_pipeline
+    from jaxrl_async.build import build_pipeline
 
     pipeline, _ = build_pipeline(small_config)
     state = jax.jit(pipeline.init)(jax.random.key(0, impl=small_config.prng_impl))
@@ -134,7 +133,7 @@ def test_second_start_loads_programs_from_the_compile_cache(cli, tmp_path):
     (976, 61, (61, 16)), (976, 64, (61, 16)), (12, 100, (12, 1)), (97, 10, (10, 9)),
     (1, 8, (1, 1)), (100, 7, (5, 20))])
 def test_plan_calls_tiles_the_run_with_one_program(num_updates, target, expected):
-    from jaxrl_async.pipeline import plan_calls
+    from jaxrl_async.trainer import plan_calls
 
     ticks, calls = plan_calls(num_updates, target)
     assert (ticks, calls) == expected

@@ -1,18 +1,22 @@
-"""Algorithms: each module holds its config, its loss and `make_<algo>` returning an Agent."""
+"""Algorithms: each module holds its loss and `make_<algo>` returning an Agent; their
+settings live in configs.py, whose AGENTS registry imports a module only to build it."""
 
-from jaxrl_async.agents.base import Agent, BuildContext
-from jaxrl_async.agents.dqn import DQNConfig, make_dqn
-from jaxrl_async.agents.impala import IMPALAConfig, make_impala
-from jaxrl_async.agents.ppo import PPOConfig, make_ppo
-from jaxrl_async.agents.sac import SACConfig, make_sac
+from __future__ import annotations
 
-AGENT_CONFIGS = {"ppo": PPOConfig, "impala": IMPALAConfig, "dqn": DQNConfig, "sac": SACConfig}
-AGENT_FACTORIES = {"ppo": make_ppo, "impala": make_impala, "dqn": make_dqn, "sac": make_sac}
+import importlib
+
+from jaxrl_async.agents.configs import AGENT_CONFIGS, AGENTS
+from jaxrl_async.types import Agent, BuildContext
+
+
+def agent_factory(name: str):
+    """The `make_<algo>(config, ctx) -> Agent` of `agent.name` (imports its module)."""
+    module, factory = AGENTS[name][1].split(":")
+    return getattr(importlib.import_module(module), factory)
 
 
 def make_agent(config, ctx: BuildContext) -> Agent:
-    return AGENT_FACTORIES[config.name](config, ctx)
+    return agent_factory(config.name)(config, ctx)
 
 
-__all__ = ["AGENT_CONFIGS", "Agent", "BuildContext", "DQNConfig", "IMPALAConfig", "PPOConfig",
-           "SACConfig", "make_agent", "make_dqn", "make_impala", "make_ppo", "make_sac"]
+__all__ = ["AGENTS", "AGENT_CONFIGS", "agent_factory", "make_agent"]

@@ -14,71 +14,17 @@ Polyak-averaged (tau<1).
 
 from __future__ import annotations
 
-import dataclasses
-from typing import ClassVar
-
 import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async.agents.base import Agent, BuildContext, ReplayUse, field_checks
 from jaxrl_async.agents.common import flat_grad_step, make_optimizer
+from jaxrl_async.agents.configs import DQNConfig
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import QNetwork
-
-LOSSES = ("huber", "mse")
-
-
-@dataclasses.dataclass(frozen=True)
-class DQNConfig:
-    DATA: ClassVar[str] = "replay"
-
-    name: str = "dqn"
-    learning_rate: float = 2.5e-4
-    anneal_lr: bool = False
-    adam_eps: float = 1e-5
-    max_grad_norm: float = 10.0
-    gamma: float = 0.99
-    n_step: int = 1
-    double: bool = True
-    dueling: bool = False
-    loss: str = "huber"
-    huber_delta: float = 1.0
-    # The target network moves every `target_update_every` learner updates by
-    # target <- tau * online + (1 - tau) * target: tau 1 copies, tau 0.005 with every 1
-    # is Polyak averaging.
-    target_update_every: int = 50
-    tau: float = 1.0
-    # Linear epsilon schedule over env steps (all envs), or Ape-X's fixed per-env epsilons.
-    epsilon_start: float = 1.0
-    epsilon_end: float = 0.05
-    epsilon_decay_steps: int = 250_000
-    per_env_epsilon: bool = False
-    apex_epsilon: float = 0.4
-    apex_alpha: float = 7.0
-    updates_per_tick: int = 1
-    hidden_sizes: tuple[int, ...] = (120, 84)
-    activation: str = "relu"
-
-    def __post_init__(self):
-        need = field_checks(self)
-
-        need(self.learning_rate > 0, "learning_rate", "> 0")
-        need(self.adam_eps > 0, "adam_eps", "> 0")
-        need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
-        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
-        need(self.n_step >= 1, "n_step", ">= 1")
-        need(self.loss in LOSSES, "loss", f"one of {list(LOSSES)}")
-        need(self.huber_delta > 0, "huber_delta", "> 0")
-        need(self.target_update_every >= 1, "target_update_every", ">= 1")
-        need(0 < self.tau <= 1, "tau", "in (0, 1]")
-        for key in ("epsilon_start", "epsilon_end", "apex_epsilon"):
-            need(0 <= getattr(self, key) <= 1, key, "in [0, 1]")
-        need(self.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
-        need(self.apex_alpha >= 0, "apex_alpha", ">= 0")
-        need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
+from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 
 @struct.dataclass

@@ -11,12 +11,9 @@ Truncated episodes bootstrap from V(final observation) as in PPO (`fold_truncati
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async.agents.base import Agent, BuildContext, field_checks
 from jaxrl_async.agents.common import (
     ActorCriticState,
     fold_truncation,
@@ -25,58 +22,10 @@ from jaxrl_async.agents.common import (
     make_optimizer,
     sgd,
 )
+from jaxrl_async.agents.configs import IMPALAConfig
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.returns import vtrace
-
-OPTIMIZERS = ("adam", "rmsprop")
-
-
-@dataclasses.dataclass(frozen=True)
-class IMPALAConfig:
-    name: str = "impala"
-    learning_rate: float = 1e-3
-    anneal_lr: bool = True
-    optimizer: str = "adam"
-    optimizer_eps: float = 1e-5
-    gamma: float = 0.99
-    vtrace_lambda: float = 1.0
-    clip_rho_threshold: float = 1.0
-    clip_pg_rho_threshold: float = 1.0
-    baseline_coef: float = 0.5
-    ent_coef: float = 0.01
-    reward_scale: float = 1.0  # multiplies rewards before V-trace (keeps value targets O(1))
-    max_grad_norm: float = 0.5
-    num_epochs: int = 1
-    num_minibatches: int = 1  # splits the envs (B) of a rollout, each minibatch whole in time
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-
-    def __post_init__(self):
-        need = field_checks(self)
-
-        need(self.learning_rate > 0, "learning_rate", "> 0")
-        need(self.optimizer in OPTIMIZERS, "optimizer", f"one of {list(OPTIMIZERS)}")
-        need(self.optimizer_eps > 0, "optimizer_eps", "> 0")
-        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
-        need(0 <= self.vtrace_lambda <= 1, "vtrace_lambda", "in [0, 1]")
-        need(self.clip_rho_threshold > 0, "clip_rho_threshold", "> 0")
-        need(self.clip_pg_rho_threshold > 0, "clip_pg_rho_threshold", "> 0")
-        need(self.baseline_coef >= 0, "baseline_coef", ">= 0")
-        need(self.ent_coef >= 0, "ent_coef", ">= 0")
-        need(self.reward_scale > 0, "reward_scale", "> 0")
-        need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
-        need(self.num_epochs >= 1, "num_epochs", ">= 1")
-        need(self.num_minibatches >= 1, "num_minibatches", ">= 1")
-
-    def check(self, config) -> None:
-        """Cross-section checks: minibatches must split each device's envs evenly."""
-        devices = config.pipeline.devices or jax.local_device_count()
-        local_envs = config.env.num_envs // devices
-        if local_envs % self.num_minibatches:
-            where = "" if devices == 1 else f" / {devices} devices = {local_envs} envs per device"
-            raise ConfigError(
-                f"agent.num_minibatches={self.num_minibatches} does not divide "
-                f"env.num_envs={config.env.num_envs}{where} (IMPALA minibatches split the envs)")
+from jaxrl_async.types import Agent, BuildContext
 
 
 def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:

@@ -8,11 +8,8 @@ cutting the trace there, so `gae` itself only sees terminations.
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax.numpy as jnp
 
-from jaxrl_async.agents.base import Agent, BuildContext, field_checks
 from jaxrl_async.agents.common import (
     ActorCriticState,
     env_minibatches,
@@ -23,52 +20,9 @@ from jaxrl_async.agents.common import (
     make_optimizer,
     sgd,
 )
-from jaxrl_async.errors import ConfigError
+from jaxrl_async.agents.configs import PPOConfig
 from jaxrl_async.returns import gae
-
-
-@dataclasses.dataclass(frozen=True)
-class PPOConfig:
-    name: str = "ppo"
-    learning_rate: float = 2.5e-4
-    anneal_lr: bool = True
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    clip_value: bool = True
-    ent_coef: float = 0.01
-    reward_scale: float = 1.0  # multiplies rewards before GAE (keeps value targets O(1))
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    num_epochs: int = 4
-    num_minibatches: int = 4
-    normalize_advantages: bool = True
-    adam_eps: float = 1e-5
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-
-    def __post_init__(self):
-        need = field_checks(self)
-
-        need(self.learning_rate > 0, "learning_rate", "> 0")
-        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
-        need(0 <= self.gae_lambda <= 1, "gae_lambda", "in [0, 1]")
-        need(self.clip_eps > 0, "clip_eps", "> 0")
-        need(self.ent_coef >= 0, "ent_coef", ">= 0")
-        need(self.reward_scale > 0, "reward_scale", "> 0")
-        need(self.vf_coef >= 0, "vf_coef", ">= 0")
-        need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
-        need(self.num_epochs >= 1, "num_epochs", ">= 1")
-        need(self.num_minibatches >= 1, "num_minibatches", ">= 1")
-        need(self.adam_eps > 0, "adam_eps", "> 0")
-
-    def check(self, config) -> None:
-        """Cross-section checks: minibatches take equal blocks of every env's time steps."""
-        if config.pipeline.rollout_len % self.num_minibatches:
-            raise ConfigError(
-                f"agent.num_minibatches={self.num_minibatches} does not divide "
-                f"pipeline.rollout_len={config.pipeline.rollout_len} (each minibatch takes "
-                f"an equal share of every env's steps)")
+from jaxrl_async.types import Agent, BuildContext
 
 
 def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:

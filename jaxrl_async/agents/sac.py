@@ -26,10 +26,6 @@ the same learning rate (unless max_grad_norm clips the joint norm).
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from typing import ClassVar
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,46 +34,13 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_async import distributions as D
-from jaxrl_async.agents.base import Agent, BuildContext, ReplayUse, field_checks
 from jaxrl_async.agents.common import flat_grad_step
+from jaxrl_async.agents.configs import SACConfig
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import QEnsemble, SquashedGaussianPolicy
+from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 NUM_CRITICS = 2
-
-
-@dataclasses.dataclass(frozen=True)
-class SACConfig:
-    DATA: ClassVar[str] = "replay"
-
-    name: str = "sac"
-    learning_rate: float = 3e-4
-    adam_eps: float = 1e-8
-    gamma: float = 0.99
-    n_step: int = 1
-    tau: float = 0.005  # Polyak step of the target critics, once per update
-    updates_per_tick: int = 1
-    reward_scale: float = 1.0  # multiplies the (n-step) rewards in the critic's target
-    init_alpha: float = 1.0
-    target_entropy: float | None = None  # None: -action_dim
-    max_grad_norm: float = 0.0  # clip the joint gradient norm; 0: no clipping
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    activation: str = "relu"
-
-    def __post_init__(self):
-        need = field_checks(self)
-
-        need(self.learning_rate > 0, "learning_rate", "> 0")
-        need(self.adam_eps > 0, "adam_eps", "> 0")
-        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
-        need(self.n_step >= 1, "n_step", ">= 1")
-        need(0 < self.tau <= 1, "tau", "in (0, 1]")
-        need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
-        need(self.reward_scale > 0, "reward_scale", "> 0")
-        need(self.init_alpha > 0, "init_alpha", "> 0")
-        need(self.target_entropy is None or math.isfinite(self.target_entropy),
-             "target_entropy", "a finite number or null (-action_dim)")
-        need(self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: no clipping)")
 
 
 @struct.dataclass

@@ -11,8 +11,12 @@ import numpy as np
 
 from jaxrl_async.envs import fixes
 from jaxrl_async.envs.spec import EnvSpec, check_env, spec_of
-from jaxrl_async.envs.wrappers import (CastObservation, EpisodeStatistics, NormalizeObservation,
-                                       VecEnv)
+from jaxrl_async.envs.wrappers import (
+    CastObservation,
+    EpisodeStatistics,
+    NormalizeObservation,
+    VecEnv,
+)
 from jaxrl_async.errors import ConfigError, EnvSpecError, UserError
 
 

@@ -7,6 +7,7 @@ Both are pure functions over state pytrees (`ring.init/add/sample`,
 
 from jaxrl_async.replay import prioritized, ring, sum_tree
 from jaxrl_async.replay.prioritized import PrioritizedState
-from jaxrl_async.replay.ring import RingState, Sample
+from jaxrl_async.replay.ring import RingState
+from jaxrl_async.types import Sample
 
 __all__ = ["PrioritizedState", "RingState", "Sample", "prioritized", "ring", "sum_tree"]

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl_async.replay import ring, sum_tree
-from jaxrl_async.replay.ring import Sample
+from jaxrl_async.types import Sample
 
 MAX_LEAF = 2.0**100  # p^α cap: 2^27 leaves of it still sum below float32's 2^128 limit
 SAMPLERS = ("tree", "cumsum")

@@ -16,11 +16,13 @@ without donation a jit boundary must copy the whole buffer, so donate it.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import struct
+
+from jaxrl_async.types import Sample
 
 
 @struct.dataclass
@@ -28,17 +30,6 @@ class RingState:
     items: Any  # pytree of [capacity, ...] arrays, in the example item's structure
     position: jax.Array  # int32 [] the slot the next item goes to
     size: jax.Array  # int32 [] filled slots, at most capacity; they are [0, size)
-
-
-class Sample(NamedTuple):
-    """A sampled batch. Uniform and prioritized buffers return the same fields,
-    so an agent can take either: for a uniform sample every probability is
-    1/size and every importance weight is 1."""
-
-    items: Any  # pytree of [batch, ...]
-    indices: jax.Array  # int32 [batch] the slots drawn, for `update_priorities`
-    probabilities: jax.Array  # float32 [batch] the probability of each draw
-    weights: jax.Array  # float32 [batch] importance weights, at most 1
 
 
 def init(capacity: int, example_item) -> RingState:

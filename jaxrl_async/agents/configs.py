@@ -1,0 +1,231 @@
+"""The settings of every algorithm, and the registry that maps `agent.name` to them.
+
+Only dataclasses live here, so loading and validating a config imports no network or
+optimizer library; an algorithm's module (flax, optax) is imported when the run builds
+it (`make_agent`). To add an algorithm: its config class here, its `make_<algo>` in a
+module of its own, and one line in AGENTS.
+
+Each config checks its own ranges in `__post_init__` (a one-line ConfigError naming
+the key); `check(config)` adds checks that need the other sections. `DATA = "replay"`
+marks an off-policy agent, whose config is then also checked against `replay`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import ClassVar
+
+from jaxrl_async.errors import ConfigError, require
+
+# The activations networks.py maps to flax functions (a test keeps the two lists equal).
+ACTIVATION_NAMES = ("gelu", "relu", "silu", "tanh")
+IMPALA_OPTIMIZERS = ("adam", "rmsprop")
+DQN_LOSSES = ("huber", "mse")
+
+
+def field_checks(config, section: str = "agent"):
+    """need(ok, key, requirement): a ConfigError naming `section.key` and its value unless
+    ok; and the checks every agent's network fields share, already run."""
+
+    def need(ok, key, requirement):
+        require(ok, f"{section}.{key}", getattr(config, key), requirement)
+
+    need(len(config.hidden_sizes) >= 1 and min(config.hidden_sizes) >= 1,
+         "hidden_sizes", "a non-empty list of positive ints")
+    need(config.activation in ACTIVATION_NAMES, "activation",
+         f"one of {list(ACTIVATION_NAMES)}")
+    return need
+
+
+def _local_devices(config) -> int:
+    import jax  # only where a check needs the device count
+
+    return config.pipeline.devices or jax.local_device_count()
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    name: str = "ppo"
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    clip_value: bool = True
+    ent_coef: float = 0.01
+    reward_scale: float = 1.0  # multiplies rewards before GAE (keeps value targets O(1))
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    normalize_advantages: bool = True
+    adam_eps: float = 1e-5
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+
+    def __post_init__(self):
+        need = field_checks(self)
+
+        need(self.learning_rate > 0, "learning_rate", "> 0")
+        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
+        need(0 <= self.gae_lambda <= 1, "gae_lambda", "in [0, 1]")
+        need(self.clip_eps > 0, "clip_eps", "> 0")
+        need(self.ent_coef >= 0, "ent_coef", ">= 0")
+        need(self.reward_scale > 0, "reward_scale", "> 0")
+        need(self.vf_coef >= 0, "vf_coef", ">= 0")
+        need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
+        need(self.num_epochs >= 1, "num_epochs", ">= 1")
+        need(self.num_minibatches >= 1, "num_minibatches", ">= 1")
+        need(self.adam_eps > 0, "adam_eps", "> 0")
+
+    def check(self, config) -> None:
+        """Cross-section checks: minibatches take equal blocks of every env's time steps."""
+        if config.pipeline.rollout_len % self.num_minibatches:
+            raise ConfigError(
+                f"agent.num_minibatches={self.num_minibatches} does not divide "
+                f"pipeline.rollout_len={config.pipeline.rollout_len} (each minibatch takes "
+                f"an equal share of every env's steps)")
+
+
+@dataclasses.dataclass(frozen=True)
+class IMPALAConfig:
+    name: str = "impala"
+    learning_rate: float = 1e-3
+    anneal_lr: bool = True
+    optimizer: str = "adam"
+    optimizer_eps: float = 1e-5
+    gamma: float = 0.99
+    vtrace_lambda: float = 1.0
+    clip_rho_threshold: float = 1.0
+    clip_pg_rho_threshold: float = 1.0
+    baseline_coef: float = 0.5
+    ent_coef: float = 0.01
+    reward_scale: float = 1.0  # multiplies rewards before V-trace (keeps value targets O(1))
+    max_grad_norm: float = 0.5
+    num_epochs: int = 1
+    num_minibatches: int = 1  # splits the envs (B) of a rollout, each minibatch whole in time
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+
+    def __post_init__(self):
+        need = field_checks(self)
+
+        need(self.learning_rate > 0, "learning_rate", "> 0")
+        need(self.optimizer in IMPALA_OPTIMIZERS, "optimizer",
+             f"one of {list(IMPALA_OPTIMIZERS)}")
+        need(self.optimizer_eps > 0, "optimizer_eps", "> 0")
+        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
+        need(0 <= self.vtrace_lambda <= 1, "vtrace_lambda", "in [0, 1]")
+        need(self.clip_rho_threshold > 0, "clip_rho_threshold", "> 0")
+        need(self.clip_pg_rho_threshold > 0, "clip_pg_rho_threshold", "> 0")
+        need(self.baseline_coef >= 0, "baseline_coef", ">= 0")
+        need(self.ent_coef >= 0, "ent_coef", ">= 0")
+        need(self.reward_scale > 0, "reward_scale", "> 0")
+        need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
+        need(self.num_epochs >= 1, "num_epochs", ">= 1")
+        need(self.num_minibatches >= 1, "num_minibatches", ">= 1")
+
+    def check(self, config) -> None:
+        """Cross-section checks: minibatches must split each device's envs evenly."""
+        devices = _local_devices(config)
+        local_envs = config.env.num_envs // devices
+        if local_envs % self.num_minibatches:
+            where = "" if devices == 1 else f" / {devices} devices = {local_envs} envs per device"
+            raise ConfigError(
+                f"agent.num_minibatches={self.num_minibatches} does not divide "
+                f"env.num_envs={config.env.num_envs}{where} (IMPALA minibatches split the envs)")
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    DATA: ClassVar[str] = "replay"
+
+    name: str = "dqn"
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = False
+    adam_eps: float = 1e-5
+    max_grad_norm: float = 10.0
+    gamma: float = 0.99
+    n_step: int = 1
+    double: bool = True
+    dueling: bool = False
+    loss: str = "huber"
+    huber_delta: float = 1.0
+    # The target network moves every `target_update_every` learner updates by
+    # target <- tau * online + (1 - tau) * target: tau 1 copies, tau 0.005 with every 1
+    # is Polyak averaging.
+    target_update_every: int = 50
+    tau: float = 1.0
+    # Linear epsilon schedule over env steps (all envs), or Ape-X's fixed per-env epsilons.
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    epsilon_decay_steps: int = 250_000
+    per_env_epsilon: bool = False
+    apex_epsilon: float = 0.4
+    apex_alpha: float = 7.0
+    updates_per_tick: int = 1
+    hidden_sizes: tuple[int, ...] = (120, 84)
+    activation: str = "relu"
+
+    def __post_init__(self):
+        need = field_checks(self)
+
+        need(self.learning_rate > 0, "learning_rate", "> 0")
+        need(self.adam_eps > 0, "adam_eps", "> 0")
+        need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
+        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
+        need(self.n_step >= 1, "n_step", ">= 1")
+        need(self.loss in DQN_LOSSES, "loss", f"one of {list(DQN_LOSSES)}")
+        need(self.huber_delta > 0, "huber_delta", "> 0")
+        need(self.target_update_every >= 1, "target_update_every", ">= 1")
+        need(0 < self.tau <= 1, "tau", "in (0, 1]")
+        for key in ("epsilon_start", "epsilon_end", "apex_epsilon"):
+            need(0 <= getattr(self, key) <= 1, key, "in [0, 1]")
+        need(self.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
+        need(self.apex_alpha >= 0, "apex_alpha", ">= 0")
+        need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class SACConfig:
+    DATA: ClassVar[str] = "replay"
+
+    name: str = "sac"
+    learning_rate: float = 3e-4
+    adam_eps: float = 1e-8
+    gamma: float = 0.99
+    n_step: int = 1
+    tau: float = 0.005  # Polyak step of the target critics, once per update
+    updates_per_tick: int = 1
+    reward_scale: float = 1.0  # multiplies the (n-step) rewards in the critic's target
+    init_alpha: float = 1.0
+    target_entropy: float | None = None  # None: -action_dim
+    max_grad_norm: float = 0.0  # clip the joint gradient norm; 0: no clipping
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+
+    def __post_init__(self):
+        need = field_checks(self)
+
+        need(self.learning_rate > 0, "learning_rate", "> 0")
+        need(self.adam_eps > 0, "adam_eps", "> 0")
+        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
+        need(self.n_step >= 1, "n_step", ">= 1")
+        need(0 < self.tau <= 1, "tau", "in (0, 1]")
+        need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
+        need(self.reward_scale > 0, "reward_scale", "> 0")
+        need(self.init_alpha > 0, "init_alpha", "> 0")
+        need(self.target_entropy is None or math.isfinite(self.target_entropy),
+             "target_entropy", "a finite number or null (-action_dim)")
+        need(self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: no clipping)")
+
+
+# agent.name -> (its config class, "module:factory" imported when a run builds it)
+AGENTS = {
+    "ppo": (PPOConfig, "jaxrl_async.agents.ppo:make_ppo"),
+    "impala": (IMPALAConfig, "jaxrl_async.agents.impala:make_impala"),
+    "dqn": (DQNConfig, "jaxrl_async.agents.dqn:make_dqn"),
+    "sac": (SACConfig, "jaxrl_async.agents.sac:make_sac"),
+}
+AGENT_CONFIGS = {name: cls for name, (cls, _) in AGENTS.items()}

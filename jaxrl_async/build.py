@@ -1,0 +1,38 @@
+"""From a config to the programs of a run: env, agent, pipeline (shared by train and eval)."""
+
+from __future__ import annotations
+
+from jaxrl_async import envs as envs_lib
+from jaxrl_async.agents import make_agent
+from jaxrl_async.config import Config
+from jaxrl_async.pipeline import make_pipeline
+from jaxrl_async.sharding import AXIS, make_mesh
+from jaxrl_async.types import BuildContext
+
+
+def build_pipeline(config: Config, env=None, env_params=None, num_updates: int | None = None,
+                   mesh=None):
+    """(Pipeline, Agent) for `config`, on `env` if given (else `config.env.name`).
+
+    Checks the env against its declared spaces first (EnvSpecError on a mismatch).
+    `num_updates` sets the length of schedules (learning rate, importance-weight
+    exponent; default: the config's); `mesh` the devices (default: `pipeline.devices`).
+    """
+    if env is None:
+        env, default_params = envs_lib.make(config.env.name)
+    else:
+        default_params = getattr(env, "default_params", None)
+    env_params = default_params if env_params is None else env_params
+    spec = envs_lib.check_env(env, env_params)
+    mesh = make_mesh(config.pipeline.devices) if mesh is None else mesh
+    num_updates = config.num_updates if num_updates is None else num_updates
+    agent = make_agent(config.agent, BuildContext(
+        spec, config.env.num_envs, config.pipeline.rollout_len, num_updates, axis_name=AXIS))
+    batched_env = envs_lib.make_batched(env, config.env.normalize_obs, axis_name=AXIS)
+    pipeline = make_pipeline(agent, batched_env, env_params, config.pipeline.rollout_len,
+                             config.env.num_envs, unroll=config.pipeline.unroll,
+                             lag=config.pipeline.lag,
+                             max_staleness=config.pipeline.max_staleness, mesh=mesh,
+                             replay=config.replay,
+                             total_steps=num_updates * config.batch_size)
+    return pipeline, agent

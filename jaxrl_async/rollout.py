@@ -1,0 +1,66 @@
+"""The actor's loop: every env steps `length` times with one set of parameters.
+
+`make_rollout` returns a pure function, run per device under shard_map on that
+device's slice of the envs. Every env draws its randomness from the step key folded
+with its global index, so results do not depend on how many devices share the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+
+from jaxrl_async.sharding import AXIS, varying
+from jaxrl_async.types import ActorClock, Agent, Transition
+
+
+def env_index(local_envs: int) -> jax.Array:
+    """The global index of each of this device's envs."""
+    return jax.lax.axis_index(AXIS) * local_envs + jnp.arange(local_envs)
+
+
+def env_keys(key, local_envs: int) -> jax.Array:
+    """One key per local env: `key` folded with the env's global index."""
+    return jax.vmap(jax.random.fold_in, (None, 0))(key, env_index(local_envs))
+
+
+def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
+                 local_envs: int, unroll: int = 1) -> Callable:
+    """rollout(params, env_state, obs, key, version=0, env_steps=0, length=rollout_len)
+    -> (env_state, obs, trajectory Transition [length, B, ...], episode stats).
+
+    `env` is batched (a VecEnv, possibly wrapped) and reports episode ends, returns and
+    lengths in its info; the stats are their sums over the rollout and all devices.
+    `version` tags the trajectory with the parameters' update count; `env_steps` (all
+    envs, before this rollout) drives the actor's clock.
+    """
+
+    def rollout(params, env_state, obs, key, version=0, env_steps=0, length=rollout_len):
+        env_state, obs = varying((env_state, obs), (env.partition_spec(AXIS), P(AXIS)))
+
+        def step(carry, xs):
+            env_state, obs = carry
+            step_key, t = xs
+            keys = jax.vmap(jax.random.split)(env_keys(step_key, local_envs))
+            clock = ActorClock(env_steps + t * num_envs, env_index(local_envs), num_envs)
+            action, extras = agent.act(params, obs, keys[:, 0], clock)
+            next_obs, env_state, reward, terminated, truncated, info = env.step(
+                keys[:, 1], env_state, action, env_params)
+            transition = Transition(obs, action, reward, terminated, truncated,
+                                    info["final_observation"], extras,
+                                    jnp.full(reward.shape, version, jnp.int32))
+            episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
+            return (env_state, next_obs), (transition, episodes)
+
+        (env_state, obs), (traj, (done, ret, ep_length)) = jax.lax.scan(
+            step, (env_state, obs), (jax.random.split(key, length), jnp.arange(length)),
+            unroll=unroll)
+        stats = {"episodes": done.sum(dtype=jnp.int32),
+                 "episode_return_sum": ret.sum(dtype=jnp.float32),
+                 "episode_length_sum": ep_length.sum(dtype=jnp.float32)}
+        return env_state, obs, varying(traj), jax.lax.psum(stats, AXIS)
+
+    return rollout

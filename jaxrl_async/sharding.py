@@ -1,0 +1,49 @@
+"""How a run is laid out over devices: a 1-D mesh whose axis splits the env batch.
+
+Env states, observations, trajectories and replays are split along AXIS; parameters,
+keys and counters are replicated. Programs run under `jax.shard_map` over the mesh,
+so each device holds its slice of the envs and gradients are averaged with pmean.
+"""
+
+from __future__ import annotations
+
+import jax
+from jax.sharding import PartitionSpec as P
+
+AXIS = "data"  # the mesh axis the env batch is split over
+
+
+def make_mesh(num_devices: int = 0) -> jax.sharding.Mesh:
+    """A 1-D mesh over the first `num_devices` devices (0: all of them).
+
+    In one process these are its local devices. With several processes
+    (`jax.distributed`) the mesh spans every device of every process, so each process
+    steps the envs of its own devices and the gradients are averaged over all of them;
+    a mesh that left a process out would leave it nothing to run, hence all or nothing.
+    """
+    devices = jax.devices()
+    n = len(devices) if num_devices == 0 else num_devices
+    if jax.process_count() > 1 and n != len(devices):
+        raise ValueError(f"asked for {n} devices; a mesh over {jax.process_count()} processes "
+                         f"takes all {len(devices)}")
+    if not 1 <= n <= len(devices):
+        raise ValueError(f"asked for {n} devices, {len(devices)} available")
+    return jax.make_mesh((n,), (AXIS,), devices=devices[:n])
+
+
+def mark_varying(x, axis_name: str | None = AXIS):
+    """x typed as differing across the devices of `axis_name` (shard_map's varying type);
+    a no-op without an axis or when it already is."""
+    if axis_name is None:
+        return x
+    try:
+        return jax.lax.pcast(x, (axis_name,), to="varying")
+    except ValueError:  # already varying
+        return x
+
+
+def varying(tree, specs=P(AXIS)):
+    """Mark the per-env parts of `tree` (those `specs`, a prefix of it, splits along AXIS)
+    as differing across devices: a fresh reset may look uniform to shard_map."""
+    return jax.tree.map(lambda spec, sub: jax.tree.map(mark_varying, sub)
+                        if AXIS in spec else sub, specs, tree)

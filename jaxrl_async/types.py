@@ -1,0 +1,110 @@
+"""The types an algorithm sees: the Agent it returns and everything the pipeline hands it.
+
+An algorithm is an `Agent` of pure functions (optax-style). On-policy agents learn from a
+`Transition` trajectory [T, B, ...]; off-policy agents from a replay `Sample` of
+`NStepTransition` items. The actor gets an `ActorClock`; the factory a `BuildContext`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+Params = Any
+LearnerState = Any  # any pytree with a `.params` field, the parameters the actor uses
+Metrics = dict[str, jax.Array]
+
+
+class Agent(NamedTuple):
+    """An algorithm as pure functions, built by `make_<algo>(config, ctx)`.
+
+    init:  (key) -> learner_state
+    act:   (params, obs [B, ...], keys [B], clock) -> (action [B, ...], extras dict of [B]
+           arrays); one key per env, so that sampling does not depend on how the batch is
+           split; `clock` (ActorClock) says how far training is and which envs these are
+    learn: on-policy ("trajectory"):
+             (learner_state, trajectory: Transition [T, B, ...], key) ->
+             (learner_state, metrics)
+           off-policy ("replay"):
+             (learner_state, sample: Sample of [batch, ...] NStepTransition items, key) ->
+             (learner_state, metrics, priorities [batch]), the new priority of every
+             sampled item (|TD error|); uniform replay ignores them
+    data:  "trajectory" (the pipeline's double buffer) or "replay"
+    replay: for data="replay", how the pipeline feeds the learner (ReplayUse)
+    greedy: (params, obs [B, ...]) -> action [B, ...], the deterministic action for
+            evaluation (the mode of the policy, the argmax of Q); None if there is none
+
+    Under the data-parallel pipeline, act and learn run per device on a slice of the
+    env batch; learn must average over the whole batch with `lax.pmean(…, axis_name)`
+    (differentiate the pmean'd loss: the gradient of a per-device loss with respect to
+    replicated parameters comes back summed over devices, not averaged) and return a
+    learner state and metrics that are the same on every device.
+    """
+
+    init: Callable[[jax.Array], LearnerState]
+    act: Callable[..., tuple[jax.Array, dict]]
+    learn: Callable[..., tuple]
+    data: str = "trajectory"
+    replay: ReplayUse | None = None
+    greedy: Callable[[Params, jax.Array], jax.Array] | None = None
+
+
+class ReplayUse(NamedTuple):
+    """What an off-policy agent asks of the pipeline's replay stage."""
+
+    n_step: int = 1  # transitions stored as n-step returns (offpolicy.nstep_transitions)
+    gamma: float = 0.99  # the discount of those returns
+    updates_per_tick: int = 1  # learner updates (sampled batches) per tick
+
+
+class ActorClock(NamedTuple):
+    """Where the actor is: for schedules (epsilon) and per-env exploration (Ape-X)."""
+
+    env_steps: jax.Array  # int32 [] env steps of all envs taken before this step
+    env_index: jax.Array  # int32 [B] the global index of each env in the batch
+    num_envs: int  # the global batch
+
+
+class BuildContext(NamedTuple):
+    """What an agent factory needs to know about the run besides its own config."""
+
+    spec: Any  # envs.EnvSpec: observation and action shapes, dtypes and bounds
+    num_envs: int  # the global batch, over all devices
+    rollout_len: int
+    num_updates: int
+    axis_name: str | None = None  # mesh axis the batch is split over, for lax.pmean
+
+
+class Transition(NamedTuple):
+    """One env step of every env; a trajectory stacks them time-major [T, B, ...]."""
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    terminated: jax.Array  # stops bootstrapping
+    truncated: jax.Array  # ends the episode, bootstraps from next_obs
+    next_obs: jax.Array  # the observation after the step, before any auto-reset
+    extras: dict  # what the actor recorded (log-probabilities, raw actions, ...)
+    version: jax.Array  # int32: the learner update count of the parameters that acted
+
+
+class NStepTransition(NamedTuple):
+    """What the replay stores: target = reward + discount · V(next_obs)."""
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array  # float32: Σ_k γ^k r_{t+k} up to n steps or the episode's end
+    discount: jax.Array  # float32: γ^(k+1) after k+1 steps, 0 at a termination
+    next_obs: jax.Array  # the observation to bootstrap from (a truncation's final one)
+
+
+class Sample(NamedTuple):
+    """A batch drawn from the replay. Uniform and prioritized replay return the same
+    fields, so an agent can take either: for a uniform sample every probability is
+    1/size and every importance weight is 1."""
+
+    items: Any  # pytree of [batch, ...] (NStepTransition in the pipeline)
+    indices: jax.Array  # int32 [batch] the slots drawn, for `update_priorities`
+    probabilities: jax.Array  # float32 [batch] the probability of each draw
+    weights: jax.Array  # float32 [batch] importance weights, at most 1
