@@ -351,14 +351,15 @@ def validate(config: Config) -> None:
         raise ConfigError("eval.every > 0 supports train.num_seeds=1 only (periodic "
                           "evaluation of seed-batched parameters is not built yet)")
     if getattr(config.agent, "DATA", "trajectory") == "replay":
-        _validate_replay(config, devices)
+        _validate_replay(config, groups[-1])  # the replay is split over the learner's devices
     check = getattr(config.agent, "check", None)
     if check is not None:
         check(config)
 
 
 def _validate_replay(config: Config, devices: int) -> None:
-    """An off-policy run: the replay splits over devices and holds at least one tick."""
+    """An off-policy run: the replay splits over the learner's `devices` and holds at
+    least one tick."""
     replay, pipeline = config.replay, config.pipeline
     for key in ("capacity", "batch_size"):
         value = getattr(replay, key)
@@ -368,9 +369,6 @@ def _validate_replay(config: Config, devices: int) -> None:
     if replay.capacity < config.batch_size:
         raise ConfigError(f"replay.capacity={replay.capacity} is smaller than one tick's "
                           f"env.num_envs * pipeline.rollout_len = {config.batch_size} steps")
-    if pipeline.placement != "fused":
-        raise ConfigError("pipeline.placement=split supports on-policy agents only; off-policy "
-                          "agents keep the replay beside the learner (use fused)")
     if pipeline.max_staleness != -1:
         raise ConfigError("pipeline.max_staleness applies to on-policy agents only; an "
                           "off-policy agent's data ages in the replay by design")

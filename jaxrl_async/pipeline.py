@@ -196,31 +196,49 @@ def make_async_tick(act: Callable, learn: Callable) -> Callable:
     return functools.partial(async_tick, act=act, learn=learn, push=queue_push)
 
 
-def make_replay_tick(act: Callable, stage, agent_learn: Callable) -> Callable:
-    """Off-policy: store last tick's steps, learn from the replay, act; the actor's rollout
-    and the learner share nothing. At lag L the actor acts with the parameters of L
-    updates ago, since the replay already decouples the learner from the newest data."""
+def make_replay_learn(stage, agent_learn: Callable) -> Callable:
+    """learn(learner, updates, replay, window, env_steps, version, key) ->
+    (learner, updates, replay, metrics): store the window's steps, then learn from the
+    replay (offpolicy.py). `version` is the parameter version that acted this tick."""
 
-    def tick(state: PipelineState):
-        params, version = acting_params(state)
-        acted = act(params, version, state.env_state, state.obs, state.key, state.env_steps)
-        replay = stage.store(jax.tree.map(lambda x: x[0], state.replay), state.window)
-        learner, replay, metrics, learned = stage.learn(agent_learn, state.learner, replay,
-                                                        state.env_steps, acted.learn_key)
-        queue = state.actor_queue
-        if queue is not None:  # queue the parameters this tick started from
-            queue = queue_push(queue, state.learner.params, state.updates)
-        new_state = state.replace(
-            learner=learner, updates=state.updates + learned.astype(jnp.int32),
-            env_state=acted.env_state, obs=acted.obs, key=acted.key,
-            env_steps=acted.env_steps, actor_queue=queue,
-            replay=varying(jax.tree.map(lambda x: x[None], replay)),
-            window=stage.advance(state.window, acted.traj))
-        metrics = {**metrics, **lag_metrics(state.updates - version),
+    def learn(learner, updates, replay, window, env_steps, version, key):
+        replay = stage.store(jax.tree.map(lambda x: x[0], replay), window)
+        learner, replay, metrics, learned = stage.learn(agent_learn, learner, replay,
+                                                        env_steps, key)
+        metrics = {**metrics, **lag_metrics(updates - version),
                    "learning": learned.astype(jnp.float32)}
-        return new_state, {**metrics, **acted.stats}
+        return (learner, updates + learned.astype(jnp.int32),
+                varying(jax.tree.map(lambda x: x[None], replay)), metrics)
 
-    return tick
+    return learn
+
+
+def replay_tick(state: PipelineState, act: Callable, learn: Callable, advance: Callable,
+                push: Callable, to_actor: Callable = _same, to_learner: Callable = _same):
+    """One off-policy tick: the actor rolls out while the learner stores last tick's
+    steps and learns from the replay; the two share nothing. At lag L the actor acts
+    with the parameters of L updates ago (the replay already decouples the learner
+    from the newest data). `to_actor` / `to_learner` as in `async_tick`."""
+    params, version = acting_params(state)
+    acted = act(params, version, state.env_state, state.obs, state.key, state.env_steps)
+    queue = state.actor_queue
+    if queue is not None:  # the parameters this tick started from join the queue
+        queue = push(queue, to_actor(state.learner.params), to_actor(state.updates))
+    learner, updates, replay, metrics = learn(
+        state.learner, state.updates, state.replay, state.window,
+        to_learner(state.env_steps, P()), to_learner(version, P()),
+        to_learner(acted.learn_key, P()))
+    state = state.replace(
+        learner=learner, updates=updates, env_state=acted.env_state, obs=acted.obs,
+        key=acted.key, env_steps=acted.env_steps, actor_queue=queue, replay=replay,
+        window=advance(state.window, to_learner(acted.traj, P(None, AXIS))))
+    return state, {**metrics, **acted.stats}
+
+
+def make_replay_tick(act: Callable, learn: Callable, advance: Callable) -> Callable:
+    """Off-policy agents in one program (fused placement), any lag."""
+    return functools.partial(replay_tick, act=act, learn=learn, advance=advance,
+                             push=queue_push)
 
 
 def make_init(agent: Agent, env, env_params, rollout: Callable, rollout_len: int,
@@ -276,7 +294,9 @@ class Pipeline(NamedTuple):
              update with the trajectory split over the mesh
     The halves of an asynchronous tick on this mesh, for split placement (split.py):
     act:     (params, version, env_state, obs, key, env_steps) -> Acted
-    learn_step: (learner, updates, traj, version, key) -> (learner, updates, metrics)
+    learn_step: the learner's half; on-policy `make_learn`'s, off-policy
+             `make_replay_learn`'s
+    advance: off-policy: (window, trajectory) -> the next window (None on-policy)
     """
 
     init: Callable
@@ -286,6 +306,7 @@ class Pipeline(NamedTuple):
     learn: Callable
     act: Callable
     learn_step: Callable
+    advance: Callable | None
     specs: PipelineState  # how each field is split over the mesh
     mesh: jax.sharding.Mesh
 
@@ -314,14 +335,18 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
              if offpolicy else None)
     rollout = make_rollout(agent, env, env_params, rollout_len, num_envs, local_envs, unroll)
     act = make_act(rollout, rollout_len * num_envs)
-    learn = make_learn(agent, max_staleness)
-    if offpolicy:
-        tick = make_replay_tick(act, stage, agent.learn)
-    else:
-        tick = make_sync_tick(act, learn) if lag == 0 else make_async_tick(act, learn)
     specs = state_specs(env, lag, offpolicy)
     env_spec = env.partition_spec(AXIS)
     acted_specs = Acted(env_spec, P(AXIS), P(), P(), P(None, AXIS), P(), P(), P())
+    traj_spec = P(None, AXIS)
+    if offpolicy:
+        learn = make_replay_learn(stage, agent.learn)
+        tick = make_replay_tick(act, learn, stage.advance)
+        learn_specs = ((P(), P(), P(AXIS), traj_spec, P(), P(), P()), (P(), P(), P(AXIS), P()))
+    else:
+        learn = make_learn(agent, max_staleness)
+        tick = make_sync_tick(act, learn) if lag == 0 else make_async_tick(act, learn)
+        learn_specs = ((P(), P(), traj_spec, P(), P()), (P(), P(), P()))
 
     def on_mesh(f, in_specs, out_specs):
         return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
@@ -332,10 +357,12 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         tick=on_mesh(tick, (specs,), (specs, P())),
         chunk=lambda num_ticks: on_mesh(make_chunk(tick, num_ticks), (specs,), (specs, P())),
         rollout=on_mesh(rollout, (P(), env_spec, P(AXIS), P()),
-                        (env_spec, P(AXIS), P(None, AXIS), P())),
-        learn=on_mesh(agent.learn, (P(), P(None, AXIS), P()), (P(), P())),
+                        (env_spec, P(AXIS), traj_spec, P())),
+        learn=on_mesh(agent.learn, (P(), traj_spec, P()), (P(), P())),
         act=on_mesh(act, (P(), P(), env_spec, P(AXIS), P(), P()), acted_specs),
-        learn_step=on_mesh(learn, (P(), P(), P(None, AXIS), P(), P()), (P(), P(), P())),
+        learn_step=on_mesh(learn, *learn_specs),
+        advance=on_mesh(stage.advance, (traj_spec, traj_spec), traj_spec) if offpolicy
+        else None,
         specs=specs, mesh=mesh)
 
 
