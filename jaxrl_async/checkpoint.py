@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 import sys
 import time
 import zlib
@@ -102,6 +103,33 @@ def _first_line(e: BaseException) -> str:
     return (lines[0] if lines else type(e).__name__)[:300]
 
 
+class _DropOrbaxLogs(logging.Filter):
+    """Orbax logs what it tolerates through absl at WARNING and ERROR (an unparsable or
+    missing _CHECKPOINT_METADATA, which it then ignores) and what it then raises for.
+    What matters reaches us as an exception, which the callers turn into one
+    CheckpointError line, so its log lines would only add noise to that line or to a
+    resume that succeeds; CRITICAL still passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.CRITICAL or f"{os.sep}orbax{os.sep}" not in \
+            record.pathname
+
+
+logging.getLogger("absl").addFilter(_DropOrbaxLogs())
+
+
+@contextlib.contextmanager
+def _quiet_logs():
+    """Silence asyncio's never-retrieved task errors of a failed concurrent read."""
+    logger = logging.getLogger("asyncio")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 @contextlib.contextmanager
 def _quiet_failed_reads():
     """Orbax reads the arrays concurrently, and when one read fails it closes its event
@@ -119,10 +147,7 @@ def _quiet_failed_reads():
         else:
             previous_hook(unraisable)
 
-    logger = logging.getLogger("asyncio")
-    level = logger.level
     sys.unraisablehook = hook
-    logger.setLevel(logging.CRITICAL)
     try:
         yield
     except BaseException:
@@ -133,7 +158,6 @@ def _quiet_failed_reads():
         raise
     finally:
         sys.unraisablehook = previous_hook
-        logger.setLevel(level)
 
 
 def _manager(directory: Path, keep: int | None = None, create: bool = False):
@@ -214,11 +238,12 @@ def steps(directory: str | Path) -> list[int]:
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    manager = _manager(directory)
-    try:
-        return sorted(manager.all_steps())
-    finally:
-        manager.close()
+    with _quiet_logs():
+        manager = _manager(directory)
+        try:
+            return sorted(manager.all_steps())
+        finally:
+            manager.close()
 
 
 def _pick(directory: Path, step: int | None) -> int:
@@ -250,11 +275,12 @@ def read_meta(directory: str | Path, step: int | None = None) -> tuple[int, dict
     """(step, the metadata given to `save`) of the latest checkpoint, or of `step`."""
     directory = Path(directory)
     step = _pick(directory, step)
-    manager = _manager(directory)
-    try:
-        return step, _read_record(manager, directory, step)["info"]
-    finally:
-        manager.close()
+    with _quiet_logs():
+        manager = _manager(directory)
+        try:
+            return step, _read_record(manager, directory, step)["info"]
+        finally:
+            manager.close()
 
 
 def _mismatch(expected: dict[str, dict], saved: dict[str, dict]) -> str | None:
@@ -300,6 +326,11 @@ def restore(directory: str | Path, like, step: int | None = None) -> tuple[Any, 
     directory = Path(directory)
     step = _pick(directory, step)
     where = directory / str(step)
+    with _quiet_logs():
+        return _restore(directory, like, step, where)
+
+
+def _restore(directory: Path, like, step: int, where: Path) -> tuple[Any, dict]:
     manager = _manager(directory)
     try:
         record = _read_record(manager, directory, step)

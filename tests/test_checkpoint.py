@@ -295,6 +295,9 @@ def _snapshot(path):
 @pytest.mark.parametrize("corrupt, mentions", [
     pytest.param(_truncate("meta/metadata"), "is unreadable", id="metadata"),
     pytest.param(_truncate("state/manifest.ocdbt"), "is unreadable", id="array-index"),
+    pytest.param(_truncate("state/_METADATA"), "is unreadable", id="tree-metadata"),
+    pytest.param(lambda checkpoint: (checkpoint / "meta" / "metadata").unlink(),
+                 "is unreadable", id="metadata-missing"),
 ])
 def test_cli_resume_of_a_corrupt_checkpoint_exits_2(cli, tmp_path, finished_run, corrupt,
                                                     mentions):
@@ -328,3 +331,31 @@ def test_cli_resume_without_a_checkpoint_exits_2(cli, tmp_path, layout, mentions
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and mentions in lines[0], lines
     assert "Traceback" not in proc.stderr
+
+
+def test_cli_resume_tolerates_a_damaged_orbax_step_metadata_quietly(cli, tmp_path,
+                                                                   finished_run):
+    """Orbax ignores an unparsable _CHECKPOINT_METADATA (it is not needed to restore)
+    but logs ERROR lines through absl; the resume must work and print none of them."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    _truncate("_CHECKPOINT_METADATA")(run_dir / "checkpoints" / "4096")
+    proc = cli("resume", str(run_dir), "total_steps=8192", "train.progress=false",
+               cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.strip() == "", proc.stderr
+
+
+def test_cli_resume_with_a_changed_key_exits_2(cli, tmp_path, finished_run):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    before = _snapshot(run_dir)
+    proc = cli("resume", str(run_dir), "agent.learning_rate=0.1", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "agent.learning_rate" in lines[0], lines
+    assert _snapshot(run_dir) == before
