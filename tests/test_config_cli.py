@@ -114,3 +114,26 @@ def test_load_config_raises_config_error(overrides):
     with pytest.raises(ConfigError) as info:
         load_config("ppo_cartpole", overrides)
     assert "\n" not in str(info.value)
+
+
+def test_loading_a_config_imports_no_network_optimizer_or_agent_module():
+    """The agent registry is lazy: a config loads (and fails) without flax, optax or the
+    algorithms' modules, which the run imports when it builds the agent."""
+    import subprocess
+    import sys
+
+    code = ("import sys, jaxrl_async\n"
+            "for name in ('ppo_cartpole', 'impala_cartpole', 'dqn_cartpole', 'sac_pendulum'):\n"
+            "    jaxrl_async.load_config(name)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('flax', 'optax')\n"
+            "             or m.startswith('jaxrl_async.agents.') and m != 'jaxrl_async.agents.configs'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.strip() == "[]", out
+
+
+def test_activation_names_match_the_networks():
+    from jaxrl_async.agents.configs import ACTIVATION_NAMES
+    from jaxrl_async.networks import ACTIVATIONS
+
+    assert sorted(ACTIVATIONS) == sorted(ACTIVATION_NAMES)

@@ -3,33 +3,50 @@
 import jax
 import numpy as np
 import pytest
-from probe_envs import advantages_reference, walk_rollout
 
 import jaxrl_async
 from jaxrl_async.agents.impala import IMPALAConfig, env_group_minibatches, make_impala
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import ValueHead
 
+from learning import assert_learns, curves
+from probe_envs import advantages_reference, walk_rollout
 
+
+@pytest.mark.slow
 def test_impala_solves_cartpole():
-    """The shipped config: seeds 0-19 all end >= 475 (min 492) at its 98,304 steps."""
-    result = jaxrl_async.train(jaxrl_async.load_config("impala_cartpole",
-                                                       ["train.progress=false"]))
-    assert result.summary["final_return"] >= 475.0, result.metrics["episode_return"]
-    assert result.metrics["episode_return"][0] < 200, "the first log point should not be solved"
+    """The shipped config at lag 0 (98,304 steps). Measured over seeds 0-15 in one program:
+    16 of 16 end >= 475 (all at 500) with the default keys and with threefry2x32. Six
+    seeds here; five must reach 475, and the median.
+    """
+    result = jaxrl_async.train(jaxrl_async.load_config(
+        "impala_cartpole", ["train.num_seeds=6", "train.progress=false"]))
+    assert_learns(result, 475.0, 5)
+    assert (curves(result)[:, 0] < 200).all(), "the first log point should not be solved"
     for key in ("loss", "pg_loss", "value_loss", "entropy", "rho_mean", "rho_clip_frac",
-                "grad_norm"):
+                "behaviour_kl", "grad_norm"):
         assert np.all(np.isfinite(result.metrics[key])), key
 
 
-def test_impala_with_lag_1_solves_cartpole():
-    """One update behind the learner, V-trace corrects: seeds 0-7 all end at 500 at 196,608."""
+@pytest.mark.slow
+@pytest.mark.parametrize("prng", ["auto", "threefry2x32"])
+def test_impala_with_lag_1_solves_cartpole(prng):
+    """One update behind the learner, V-trace corrects. Measured over seeds 0-15 in one
+    program at 131,072 steps: 16 of 16 end at 500 with the default keys and with
+    threefry2x32 (at 196,608 also 16 of 16 each; with Adam's default b1 0.9 instead of the
+    config's 0, 14 of 16 at 196,608, two seeds collapsing to 9 and 112-242). Six seeds
+    here; five must reach 475, and the median.
+
+    threefry2x32 changes every random draw of the run: the same assertion must hold
+    under that perturbation, not only for the default keys.
+    """
     result = jaxrl_async.train(jaxrl_async.load_config(
-        "impala_cartpole", ["pipeline.lag=1", "train.total_steps=196608",
+        "impala_cartpole", ["pipeline.lag=1", "train.total_steps=131072",
+                            "train.num_seeds=6", f"train.prng={prng}",
                             "train.progress=false"]))
-    assert result.summary["final_return"] >= 475.0, result.metrics["episode_return"]
+    assert_learns(result, 475.0, 5)
     assert result.metrics["policy_lag_max"][-1] == 1
-    assert result.metrics["rho_clip_frac"].max() > 0, "off-policy data should clip some rhos"
+    assert result.metrics["behaviour_kl"].max() > 0, "the actor's policy should be stale"
 
 
 def test_impala_learn_targets_bootstrap_truncated_steps_from_final_observation():
@@ -66,6 +83,7 @@ def test_impala_learn_targets_bootstrap_truncated_steps_from_final_observation()
     assert float(metrics["value_loss"]) == pytest.approx(expected, rel=1e-4, abs=1e-6)
     assert float(metrics["rho_mean"]) == pytest.approx(1.0, abs=1e-5)
     assert float(metrics["rho_clip_frac"]) == 0.0
+    assert float(metrics["behaviour_kl"]) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_minibatches_are_the_same_env_groups_however_the_batch_is_split():
@@ -90,6 +108,7 @@ def test_minibatches_are_the_same_env_groups_however_the_batch_is_split():
     ("agent.clip_rho_threshold=0", "agent.clip_rho_threshold"),
     ("agent.optimizer=sgd", "agent.optimizer"),
     ("agent.baseline_coef=-1", "agent.baseline_coef"),
+    ("agent.adam_b1=1", "agent.adam_b1"),
 ])
 def test_bad_impala_config_is_one_line_config_error(override, key):
     with pytest.raises(ConfigError) as info:

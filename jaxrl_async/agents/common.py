@@ -113,12 +113,14 @@ def fold_truncation(rewards, next_values, terminated, truncated, gamma):
 
 
 def make_optimizer(name: str, learning_rate: float, anneal: bool, num_grad_steps: int,
-                   max_grad_norm: float, eps: float) -> optax.GradientTransformation:
-    """Global-norm clipping, then Adam or RMSProp, the rate annealed linearly to 0 if asked."""
+                   max_grad_norm: float, eps: float,
+                   adam_b1: float = 0.9) -> optax.GradientTransformation:
+    """Global-norm clipping, then Adam (first-moment decay `adam_b1`) or RMSProp, the rate
+    annealed linearly to 0 if asked."""
     lr = (optax.linear_schedule(learning_rate, 0.0, num_grad_steps) if anneal
           else learning_rate)
     if name == "adam":
-        opt = optax.adam(lr, eps=eps)
+        opt = optax.adam(lr, b1=adam_b1, eps=eps)
     elif name == "rmsprop":
         opt = optax.rmsprop(lr, decay=0.99, eps=eps)
     else:

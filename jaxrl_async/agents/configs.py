@@ -95,6 +95,10 @@ class IMPALAConfig:
     anneal_lr: bool = True
     optimizer: str = "adam"
     optimizer_eps: float = 1e-5
+    # Adam's first-moment decay. Momentum averages the gradients of the last ~1/(1 - b1)
+    # steps, a delay in the policy's feedback that adds to the pipeline's lag; lower it
+    # when the actor acts with stale parameters (see configs/impala_cartpole.yaml).
+    adam_b1: float = 0.9
     gamma: float = 0.99
     vtrace_lambda: float = 1.0
     clip_rho_threshold: float = 1.0
@@ -115,6 +119,7 @@ class IMPALAConfig:
         need(self.optimizer in IMPALA_OPTIMIZERS, "optimizer",
              f"one of {list(IMPALA_OPTIMIZERS)}")
         need(self.optimizer_eps > 0, "optimizer_eps", "> 0")
+        need(0 <= self.adam_b1 < 1, "adam_b1", "in [0, 1)")
         need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
         need(0 <= self.vtrace_lambda <= 1, "vtrace_lambda", "in [0, 1]")
         need(self.clip_rho_threshold > 0, "clip_rho_threshold", "> 0")

@@ -32,7 +32,8 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
     net = make_actor_critic(ctx.spec, config.hidden_sizes, config.activation, "impala")
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
     optimizer = make_optimizer(config.optimizer, config.learning_rate, config.anneal_lr,
-                               num_grad_steps, config.max_grad_norm, config.optimizer_eps)
+                               num_grad_steps, config.max_grad_norm, config.optimizer_eps,
+                               config.adam_b1)
 
     def init(key):
         params = net.init(key)
@@ -66,6 +67,9 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
         metrics = {
             "loss": total, "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
             "rho_mean": jnp.mean(rhos), "rho_clip_frac": jnp.mean(clipped.astype(jnp.float32)),
+            # KL(behaviour || current) estimated from the actions taken: mean(rho - 1 - log rho),
+            # >= 0 per sample. How far the learner's policy has moved from the actor's.
+            "behaviour_kl": jnp.mean(rhos - 1.0 - log_rhos),
         }
         return total, metrics
 
