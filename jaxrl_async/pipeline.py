@@ -196,14 +196,22 @@ def make_async_tick(act: Callable, learn: Callable) -> Callable:
     return functools.partial(async_tick, act=act, learn=learn, push=queue_push)
 
 
-def make_replay_learn(stage, agent_learn: Callable) -> Callable:
-    """learn(learner, updates, replay, window, env_steps, version, key) ->
+def make_replay_learn(stage, agent_learn: Callable, observe: Callable) -> Callable:
+    """learn(learner, updates, replay, window, env_steps, version, obs_stats, key) ->
     (learner, updates, replay, metrics): store the window's steps, then learn from the
-    replay (offpolicy.py). `version` is the parameter version that acted this tick."""
+    replay (offpolicy.py). `version` is the parameter version that acted this tick.
 
-    def learn(learner, updates, replay, window, env_steps, version, key):
+    The replay holds raw observations; `observe(obs_stats, obs)` turns each sampled
+    batch into what the agent sees, under the env's current observation statistics."""
+
+    def learn(learner, updates, replay, window, env_steps, version, obs_stats, key):
+        def learn_seen(learner, sample, key):
+            items = sample.items._replace(obs=observe(obs_stats, sample.items.obs),
+                                          next_obs=observe(obs_stats, sample.items.next_obs))
+            return agent_learn(learner, sample._replace(items=items), key)
+
         replay = stage.store(jax.tree.map(lambda x: x[0], replay), window)
-        learner, replay, metrics, learned = stage.learn(agent_learn, learner, replay,
+        learner, replay, metrics, learned = stage.learn(learn_seen, learner, replay,
                                                         env_steps, key)
         metrics = {**metrics, **lag_metrics(updates - version),
                    "learning": learned.astype(jnp.float32)}
@@ -214,11 +222,13 @@ def make_replay_learn(stage, agent_learn: Callable) -> Callable:
 
 
 def replay_tick(state: PipelineState, act: Callable, learn: Callable, advance: Callable,
-                push: Callable, to_actor: Callable = _same, to_learner: Callable = _same):
+                push: Callable, obs_stats: Callable, to_actor: Callable = _same,
+                to_learner: Callable = _same):
     """One off-policy tick: the actor rolls out while the learner stores last tick's
     steps and learns from the replay; the two share nothing. At lag L the actor acts
     with the parameters of L updates ago (the replay already decouples the learner
-    from the newest data). `to_actor` / `to_learner` as in `async_tick`."""
+    from the newest data). `obs_stats(env_state)`: the env's observation statistics
+    (None without normalisation). `to_actor` / `to_learner` as in `async_tick`."""
     params, version = acting_params(state)
     acted = act(params, version, state.env_state, state.obs, state.key, state.env_steps)
     queue = state.actor_queue
@@ -227,7 +237,7 @@ def replay_tick(state: PipelineState, act: Callable, learn: Callable, advance: C
     learner, updates, replay, metrics = learn(
         state.learner, state.updates, state.replay, state.window,
         to_learner(state.env_steps, P()), to_learner(version, P()),
-        to_learner(acted.learn_key, P()))
+        to_learner(obs_stats(state.env_state), P()), to_learner(acted.learn_key, P()))
     state = state.replace(
         learner=learner, updates=updates, env_state=acted.env_state, obs=acted.obs,
         key=acted.key, env_steps=acted.env_steps, actor_queue=queue, replay=replay,
@@ -235,10 +245,11 @@ def replay_tick(state: PipelineState, act: Callable, learn: Callable, advance: C
     return state, {**metrics, **acted.stats}
 
 
-def make_replay_tick(act: Callable, learn: Callable, advance: Callable) -> Callable:
+def make_replay_tick(act: Callable, learn: Callable, advance: Callable,
+                     obs_stats: Callable) -> Callable:
     """Off-policy agents in one program (fused placement), any lag."""
     return functools.partial(replay_tick, act=act, learn=learn, advance=advance,
-                             push=queue_push)
+                             push=queue_push, obs_stats=obs_stats)
 
 
 def make_init(agent: Agent, env, env_params, rollout: Callable, rollout_len: int,
@@ -307,6 +318,7 @@ class Pipeline(NamedTuple):
     act: Callable
     learn_step: Callable
     advance: Callable | None
+    obs_stats: Callable  # env_state -> the observation statistics (None: not normalised)
     specs: PipelineState  # how each field is split over the mesh
     mesh: jax.sharding.Mesh
 
@@ -340,9 +352,10 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
     acted_specs = Acted(env_spec, P(AXIS), P(), P(), P(None, AXIS), P(), P(), P())
     traj_spec = P(None, AXIS)
     if offpolicy:
-        learn = make_replay_learn(stage, agent.learn)
-        tick = make_replay_tick(act, learn, stage.advance)
-        learn_specs = ((P(), P(), P(AXIS), traj_spec, P(), P(), P()), (P(), P(), P(AXIS), P()))
+        learn = make_replay_learn(stage, agent.learn, env.observe)
+        tick = make_replay_tick(act, learn, stage.advance, env.obs_stats)
+        learn_specs = ((P(), P(), P(AXIS), traj_spec, P(), P(), P(), P()),
+                       (P(), P(), P(AXIS), P()))
     else:
         learn = make_learn(agent, max_staleness)
         tick = make_sync_tick(act, learn) if lag == 0 else make_async_tick(act, learn)
@@ -363,7 +376,7 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         learn_step=on_mesh(learn, *learn_specs),
         advance=on_mesh(stage.advance, (traj_spec, traj_spec), traj_spec) if offpolicy
         else None,
-        specs=specs, mesh=mesh)
+        obs_stats=env.obs_stats, specs=specs, mesh=mesh)
 
 
 def vmap_seeds(pipeline: Pipeline) -> Pipeline:

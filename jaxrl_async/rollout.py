@@ -36,7 +36,14 @@ def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
     lengths in its info; the stats are their sums over the rollout and all devices.
     `version` tags the trajectory with the parameters' update count; `env_steps` (all
     envs, before this rollout) drives the actor's clock.
+
+    The env hands out raw observations and `env.observe` turns them into what the agent
+    sees (normalised with the running statistics, if the run normalises). The actor
+    acts on that; an on-policy trajectory records it too, while an off-policy agent's
+    trajectory records the raw observations, which the replay stores (`offpolicy.py`
+    normalises each sampled batch with the statistics current when it is drawn).
     """
+    store_raw = agent.data == "replay"
 
     def rollout(params, env_state, obs, key, version=0, env_steps=0, length=rollout_len):
         env_state, obs = varying((env_state, obs), (env.partition_spec(AXIS), P(AXIS)))
@@ -46,12 +53,15 @@ def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
             step_key, t = xs
             keys = jax.vmap(jax.random.split)(env_keys(step_key, local_envs))
             clock = ActorClock(env_steps + t * num_envs, env_index(local_envs), num_envs)
-            action, extras = agent.act(params, obs, keys[:, 0], clock)
+            seen = env.observe(env_state, obs)
+            action, extras = agent.act(params, seen, keys[:, 0], clock)
             next_obs, env_state, reward, terminated, truncated, info = env.step(
                 keys[:, 1], env_state, action, env_params)
-            transition = Transition(obs, action, reward, terminated, truncated,
-                                    info["final_observation"], extras,
-                                    jnp.full(reward.shape, version, jnp.int32))
+            final_obs = info["final_observation"]
+            if not store_raw:  # normalised (if at all) with this step's statistics
+                obs, final_obs = seen, env.observe(env_state, final_obs)
+            transition = Transition(obs, action, reward, terminated, truncated, final_obs,
+                                    extras, jnp.full(reward.shape, version, jnp.int32))
             episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
             return (env_state, next_obs), (transition, episodes)
 

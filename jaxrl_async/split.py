@@ -66,9 +66,10 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
     lowered = [act_lowered, jax.jit(queue_push, donate_argnums=0).lower(
         state.actor_queue, params, version)]
     if offpolicy:
+        obs_stats = jax.tree.map(scalar, learner.obs_stats(state.env_state))
         lowered.append(jax.jit(learner.learn_step, donate_argnums=(0, 2)).lower(
             state.learner, state.updates, state.replay, state.window, scalar(state.env_steps),
-            scalar(version), scalar(acted.learn_key)))
+            scalar(version), obs_stats, scalar(acted.learn_key)))
         lowered.append(jax.jit(learner.advance, donate_argnums=0).lower(
             state.window, jax.tree.map(on(learner.mesh, P(None, AXIS)), acted.traj)))
     else:
@@ -81,7 +82,7 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
     moves = {"to_actor": to_actor, "to_learner": to_learner}
     if offpolicy:
         tick = functools.partial(replay_tick, act=act, learn=learn, advance=compiled[3],
-                                 push=push, **moves)
+                                 push=push, obs_stats=learner.obs_stats, **moves)
     else:
         tick = functools.partial(async_tick, act=act, learn=learn, push=push, **moves)
 

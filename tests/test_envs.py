@@ -288,9 +288,12 @@ def test_normalize_observation_running_stats_match_numpy():
     np.testing.assert_allclose(state.var, seen.var(0), rtol=1e-3)
     # The statistics are of the raw observations, not of MU/SIGMA by luck: check they moved.
     np.testing.assert_allclose(state.mean, NoiseEnv.MU, atol=1.5)
+    # The env hands out raw observations; `observe` normalises them with the statistics.
+    np.testing.assert_allclose(obs, raw[-1], rtol=1e-6)
+    np.testing.assert_allclose(info["final_observation"], raw[-1], rtol=1e-6)
     expected = np.clip((raw[-1] - seen.mean(0)) / np.sqrt(seen.var(0) + 1e-8), -10, 10)
-    np.testing.assert_allclose(obs, expected, rtol=1e-3, atol=1e-3)
-    np.testing.assert_allclose(info["final_observation"], expected, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(env.observe(state, obs), expected, rtol=1e-3, atol=1e-3)
+    assert env.obs_stats(state).env_state is None
 
 
 # ---------------------------------------------------------------------------------------------

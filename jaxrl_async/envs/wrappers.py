@@ -99,6 +99,14 @@ class VecEnv(Wrapper):
         """Sharding of the batched state: every leaf along its leading (env) axis."""
         return jax.sharding.PartitionSpec(axis)
 
+    def observe(self, state, obs):
+        """What an agent sees of `obs`: itself (NormalizeObservation normalises)."""
+        return obs
+
+    def obs_stats(self, state):
+        """The observation statistics in `state` (None: observations are not normalised)."""
+        return None
+
 
 @struct.dataclass
 class NormState:
@@ -109,12 +117,20 @@ class NormState:
 
 
 class NormalizeObservation(Wrapper):
-    """Running mean/variance normalisation of a VecEnv's observations, clipped to ±clip.
+    """Running mean/variance statistics of a VecEnv's observations, for normalising them
+    (clipped to ±clip).
 
     Statistics live in the env state (so they are checkpointed with it) and are
     updated with every batch of new observations (parallel Welford merge). With
     `axis_name`, a batch sharded over devices contributes its global moments, so
     every device holds the same statistics.
+
+    reset and step return the RAW observations (as float32); `observe(state, obs)`
+    normalises with the statistics in `state`. The pipeline normalises what the actor
+    sees and the trajectories on-policy agents learn from with the statistics of that
+    step; off-policy agents store raw observations and normalise each sampled batch with
+    the current statistics. Stored normalised, a replay would hold observations scaled
+    by thousands of different statistics, the same state under different vectors.
     """
 
     def __init__(self, vec_env: VecEnv, clip: float = 10.0, eps: float = 1e-8,
@@ -148,19 +164,24 @@ class NormalizeObservation(Wrapper):
         P = jax.sharding.PartitionSpec
         return NormState(self._env.partition_spec(axis), P(), P(), P())
 
+    def observe(self, state: NormState, obs):
+        return self.normalize(state, obs.astype(jnp.float32))
+
+    def obs_stats(self, state: NormState) -> NormState:
+        """The statistics alone (replicated, the same for every env)."""
+        return NormState(None, state.mean, state.var, state.count)
+
     def reset(self, key, params=None):
         obs, env_state = self._env.reset(key, params)
         obs = obs.astype(jnp.float32)
         zeros = jnp.zeros(obs.shape[1:], jnp.float32)
         state = NormState(env_state, zeros, jnp.ones_like(zeros), jnp.float32(1e-4))
-        state = self._update(state, obs)
-        return self.normalize(state, obs), state
+        return obs, self._update(state, obs)
 
     def step(self, key, state, action, params=None):
         obs, env_state, reward, terminated, truncated, info = self._env.step(
             key, state.env_state, action, params)
         obs = obs.astype(jnp.float32)
         state = self._update(state.replace(env_state=env_state), obs)
-        info = {**info, "final_observation": self.normalize(
-            state, info["final_observation"].astype(jnp.float32))}
-        return self.normalize(state, obs), state, reward, terminated, truncated, info
+        info = {**info, "final_observation": info["final_observation"].astype(jnp.float32)}
+        return obs, state, reward, terminated, truncated, info
