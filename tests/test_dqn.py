@@ -251,6 +251,42 @@ def test_tiny_dqn_run_is_deterministic_and_reports_lag(lag):
     assert a.metrics["learning"][0] < 1.0 and a.metrics["learning"][-1] == 1.0
 
 
+def test_replay_stores_raw_observations_and_the_learner_sees_them_normalised(monkeypatch):
+    """With env.normalize_obs the replay holds raw observations (the same state is the
+    same vector whenever it was stored) and each sampled batch reaches agent.learn
+    normalised with the current statistics. NoiseEnv's first dimension has mean 3 and
+    scale 2: about 3 raw, about 0 normalised."""
+    import jaxrl_async.build
+    from test_envs import NoiseEnv
+
+    seen = {}
+
+    def recording(config, ctx):
+        agent = make_dqn(config, ctx)
+
+        def learn(state, sample, key):
+            state, metrics, priorities = agent.learn(state, sample, key)
+            means = jax.lax.pmean({"seen_obs0": jnp.mean(sample.items.obs[:, 0]),
+                                   "seen_next_obs0": jnp.mean(sample.items.next_obs[:, 0])},
+                                  ctx.axis_name)
+            return state, {**metrics, **means}, priorities
+
+        seen["agent"] = True
+        return agent._replace(learn=learn)
+
+    monkeypatch.setattr(jaxrl_async.build, "make_agent", recording)
+    config = jaxrl_async.load_config("dqn_cartpole", TINY + ["env.normalize_obs=true"])
+    result = jaxrl_async.train(config, env=NoiseEnv())
+    assert seen["agent"]
+    stored = np.asarray(result.state.replay.ring.items.obs[0])  # [capacity, 3], full
+    np.testing.assert_allclose(stored.mean(0), NoiseEnv.MU, atol=0.5)
+    np.testing.assert_allclose(stored.std(0), NoiseEnv.SIGMA, rtol=0.25)
+    learning = result.metrics["learning"] == 1.0
+    assert learning.any()
+    for key in ("seen_obs0", "seen_next_obs0"):
+        assert np.all(np.abs(result.metrics[key][learning]) < 0.5), result.metrics[key]
+
+
 def test_dqn_with_prioritized_replay_solves_cartpole():
     """The shipped reference config at its full budget (5e5 steps, about 25 s here)."""
     config = jaxrl_async.load_config("dqn_cartpole", ["train.progress=false"])

@@ -1,5 +1,6 @@
 """SAC: the squashed Gaussian, acting in bounds, the learner step against a numpy
-reference, importance weights, the temperature, two devices, and learning Pendulum."""
+reference, importance weights, the temperature, two devices, and learning Pendulum over
+several seeds, at its own settings and at another library's."""
 
 import json
 import os
@@ -17,6 +18,8 @@ from jaxrl_async.agents.sac import SACConfig, make_sac
 from jaxrl_async.envs import make, spec_of
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.types import BuildContext, NStepTransition, Sample
+
+from learning import assert_learns, curves
 
 TINY = SACConfig(hidden_sizes=(16, 16), learning_rate=3e-3)
 
@@ -306,14 +309,45 @@ def test_learn_on_two_devices_equals_one_device_on_the_whole_batch():
     assert np.abs(last - first).max() > 1e-4, "the steps should move the parameters"
 
 
-def test_sac_solves_pendulum():
-    """The shipped config: seeds 0-5 end between -142 and -174 at 20k steps, from ~-1300."""
+# Final returns per seed, on this 2-core CPU (the default PRNG, then threefry2x32), of the
+# shipped config cut to 1e4 steps: [-134, -188, -146, -138, -106, -206, -335, -151] and
+# [-158, -164, -135, -210, -179, -163, -226, -148]; 15 of 16 seeds reach -250 (at 8k
+# steps 12 of 16, at 12k 15 of 16). Six seeds, four to pass and the median.
+@pytest.mark.slow
+@pytest.mark.parametrize("prng", ["auto", "threefry2x32"])
+def test_sac_solves_pendulum(prng):
     import jaxrl_async
 
-    result = jaxrl_async.train(jaxrl_async.load_config("sac_pendulum", ["train.progress=false"]))
-    returns = result.metrics["episode_return"]
-    assert result.summary["final_return"] >= -250.0, returns
-    assert returns[0] < -900.0, "the first log point should be far from solved"
+    result = jaxrl_async.train(jaxrl_async.load_config("sac_pendulum", [
+        "train.total_steps=10000", "train.num_seeds=6", f"train.prng={prng}",
+        "train.progress=false"]))
+    assert_learns(result, -250.0, 4)
+    assert np.all(curves(result)[:, 0] < -900.0), "the first log point should be far from solved"
     for key in ("loss", "critic_loss", "actor_loss", "alpha", "entropy", "grad_norm"):
         assert np.all(np.isfinite(result.metrics[key])), key
-    assert result.metrics["alpha"][-1] < 1.0, "the temperature should have come down"
+    assert result.metrics["alpha"][-1] < 0.5, "the temperature should have come down from 1"
+
+
+# Another pure-JAX library's tuned Pendulum settings: 1 env, one update of batch 256 per
+# env step, lr 0.01, tau 0.02, silu, normalised observations. Before the replay stored raw
+# observations (it stored them normalised with the statistics of the moment), seeds 0-3
+# ended at [-1459, -985, -571, -589] here. Now, seeds 0-15 in one program: 16 of 16 >= -250
+# at every log point from 5k to 10k steps under both PRNGs (at 4k: 14 and 15 of 16; at 6k
+# the median is -165 and -123, the worst -206 and -226). Six seeds at 6k, five to pass.
+OTHER_LIBRARY = ["env.num_envs=1", "pipeline.rollout_len=1", "agent.updates_per_tick=1",
+                 "replay.batch_size=256", "replay.capacity=10000",
+                 "replay.learning_starts=256", "agent.learning_rate=0.01", "agent.tau=0.02",
+                 "agent.activation=silu", "env.normalize_obs=true", "replay.kind=uniform",
+                 "train.total_steps=6000", "train.log_every=1000", "train.num_seeds=6",
+                 "train.progress=false"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prng", ["auto", "threefry2x32"])
+def test_sac_learns_pendulum_at_another_librarys_settings(prng):
+    import jaxrl_async
+
+    result = jaxrl_async.train(jaxrl_async.load_config(
+        "sac_pendulum", OTHER_LIBRARY + [f"train.prng={prng}"]))
+    assert_learns(result, -250.0, 5)
+    assert np.all(curves(result)[:, 0] < -900.0)
