@@ -96,7 +96,7 @@ def test_bad_lag_values_are_config_errors():
 @pytest.mark.parametrize("lag", [1, 2])
 def test_async_ppo_solves_cartpole(lag, prng):
     """PPO one and two updates behind the learner still solves CartPole: at the shipped 5e5
-    steps 6 of 8 seeds and the median reach 475.
+    steps 3 of 4 seeds and the median reach 475 (4 seeds, not 8: four variants run).
 
     Measured over seeds 0-15 at 5e5 steps (one num_seeds=16 program each), seeds reaching
     475: 16/16 at lag 1 and 16/16 at lag 2, with philox4x32 and with threefry2x32 (every
@@ -104,8 +104,8 @@ def test_async_ppo_solves_cartpole(lag, prng):
     keeps the shipped 5e5.
     """
     config = jaxrl_async.load_config("ppo_cartpole_async", [
-        f"pipeline.lag={lag}", "train.num_seeds=8", f"train.prng={prng}",
+        f"pipeline.lag={lag}", "train.num_seeds=4", f"train.prng={prng}",
         "train.progress=false"])
     result = jaxrl_async.train(config)
-    assert_learns(result, 475.0, min_passing=6)
+    assert_learns(result, 475.0, min_passing=3)
     assert result.metrics["policy_lag_max"][-1] == lag
