@@ -32,7 +32,7 @@ PRNGS = ["philox4x32", "threefry2x32"]
 @pytest.mark.slow
 @pytest.mark.parametrize("prng", PRNGS)
 def test_ppo_solves_cartpole(prng):
-    """The reference config at its shipped budget: 6 of 8 seeds and the median reach 475.
+    """The reference config at its shipped budget: 3 of 4 seeds and the median reach 475.
 
     Measured over seeds 0-15 (one num_seeds=16 program per row), seeds reaching 475:
       5e5 steps: 16/16 with philox4x32, 16/16 with threefry2x32 (every seed ends at 500);
@@ -40,15 +40,14 @@ def test_ppo_solves_cartpole(prng):
     4e5 is too few to rest a test on, so the test keeps the shipped 5e5.
     """
     config = jaxrl_async.load_config("ppo_cartpole", [
-        "train.total_steps=500000", "train.num_seeds=8", f"train.prng={prng}",
+        "train.total_steps=500000", "train.num_seeds=4", f"train.prng={prng}",
         "train.progress=false"])
     result = jaxrl_async.train(config)
-    assert_learns(result, 475.0, min_passing=6)
+    assert_learns(result, 475.0, min_passing=3)
     first = curves(result)[:, 0]
     assert np.all(first < 200), f"the first log point should be far from solved: {first}"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("prng", PRNGS)
 def test_trains_custom_env_to_its_optimum(prng):
     """PPO on the MatchContext probe env (optimum 8): 7 of 8 seeds and the median reach 97%.
