@@ -14,6 +14,8 @@ from jaxrl_async.replay import prioritized
 from jaxrl_async.returns import nstep_returns
 from jaxrl_async.types import BuildContext, NStepTransition, Transition
 
+from learning import assert_learns, curves
+
 
 def nstep_reference(rewards, terminated, truncated, next_obs, n, gamma):
     """Plain Python: for each start t with a full window, walk forward up to n steps."""
@@ -287,11 +289,21 @@ def test_replay_stores_raw_observations_and_the_learner_sees_them_normalised(mon
         assert np.all(np.abs(result.metrics[key][learning]) < 0.5), result.metrics[key]
 
 
-def test_dqn_with_prioritized_replay_solves_cartpole():
-    """The shipped reference config at its full budget (5e5 steps, about 25 s here)."""
-    config = jaxrl_async.load_config("dqn_cartpole", ["train.progress=false"])
+@pytest.mark.slow
+@pytest.mark.parametrize("prng", ["philox4x32", "threefry2x32"])
+def test_dqn_with_prioritized_replay_solves_cartpole(prng):
+    """The shipped reference config at its full 5e5 steps: 3 of 4 seeds and the median
+    reach 475.
+
+    Measured over seeds 0-15 at 5e5 (one num_seeds=16 program each), seeds reaching 475:
+    15/16 with philox4x32 (seed 5 ends at 470) and 15/16 with threefry2x32 (seed 4 ends at
+    406); seeds 0-3 reach 475 under both. Smaller budgets do not learn reliably: 4e5 steps gave
+    9/16 (philox4x32, worst 300), 3e5 with epsilon decaying over 1.5e5 steps 6/16.
+    """
+    config = jaxrl_async.load_config("dqn_cartpole", [
+        "train.num_seeds=4", f"train.prng={prng}", "train.progress=false"])
     assert config.replay.kind == "prioritized"
     result = jaxrl_async.train(config)
-    returns = result.metrics["episode_return"]
-    assert result.summary["final_return"] >= 475.0, returns
-    assert returns[0] < 50, "the first log point should be far from solved"
+    assert_learns(result, 475.0, min_passing=3)
+    first = curves(result)[:, 0]
+    assert np.all(first < 50), f"the first log point should be far from solved: {first}"

@@ -7,6 +7,8 @@ import pytest
 import jaxrl_async
 from jaxrl_async.build import build_pipeline
 
+from learning import assert_learns
+
 SMALL = ["env.num_envs=4", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",
          "agent.num_minibatches=2", "agent.num_epochs=2", "train.total_steps=1024"]
 
@@ -90,11 +92,21 @@ def test_bad_lag_values_are_config_errors():
         jaxrl_async.load_config("ppo_cartpole", ["pipeline.max_staleness=-2"])
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("prng", ["philox4x32", "threefry2x32"])
 @pytest.mark.parametrize("lag", [1, 2])
-def test_async_ppo_solves_cartpole(lag):
-    """PPO one and two updates behind the learner still solves CartPole (seeds 0-2 at 5e5)."""
-    config = jaxrl_async.load_config("ppo_cartpole_async",
-                                     [f"pipeline.lag={lag}", "train.progress=false"])
+def test_async_ppo_solves_cartpole(lag, prng):
+    """PPO one and two updates behind the learner still solves CartPole: at the shipped 5e5
+    steps 3 of 4 seeds and the median reach 475 (4 seeds, not 8: four variants run).
+
+    Measured over seeds 0-15 at 5e5 steps (one num_seeds=16 program each), seeds reaching
+    475: 16/16 at lag 1 and 16/16 at lag 2, with philox4x32 and with threefry2x32 (every
+    seed ends at 500). At 4e5 steps lag 1 gave 12/16 (philox4x32, worst 409), so the test
+    keeps the shipped 5e5.
+    """
+    config = jaxrl_async.load_config("ppo_cartpole_async", [
+        f"pipeline.lag={lag}", "train.num_seeds=4", f"train.prng={prng}",
+        "train.progress=false"])
     result = jaxrl_async.train(config)
-    assert result.summary["final_return"] >= 475.0, result.metrics["episode_return"]
+    assert_learns(result, 475.0, min_passing=3)
     assert result.metrics["policy_lag_max"][-1] == lag

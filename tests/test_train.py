@@ -11,6 +11,8 @@ from probe_envs import MatchContext
 
 import jaxrl_async
 
+from learning import assert_learns, curves
+
 # One small config shared by the tests below and the CLI test, so the suite compiles it once
 # (in-process cache) and the CLI subprocess finds it in the persistent cache.
 SMALL = ["env.num_envs=4", "pipeline.rollout_len=32", "agent.hidden_sizes=[16,16]",
@@ -22,28 +24,48 @@ def small_config():
     return jaxrl_async.load_config("ppo_cartpole", SMALL)
 
 
-def test_ppo_solves_cartpole():
-    """The reference config at a reduced budget reaches the 475 solve threshold.
+# The default PRNG on one CPU device (train.prng=auto) and a second implementation: the same
+# learning assertion under other random streams, as a perturbation check on the seed figures.
+PRNGS = ["philox4x32", "threefry2x32"]
 
-    Seeds 0-4 all end at 500 with 3.5e5 and 4e5 steps; with 3e5, two of five fall short.
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prng", PRNGS)
+def test_ppo_solves_cartpole(prng):
+    """The reference config at its shipped budget: 3 of 4 seeds and the median reach 475.
+
+    Measured over seeds 0-15 (one num_seeds=16 program per row), seeds reaching 475:
+      5e5 steps: 16/16 with philox4x32, 16/16 with threefry2x32 (every seed ends at 500);
+      4e5 steps: 14/16 philox4x32 (worst 401), 13/16 threefry2x32 (worst 241).
+    4e5 is too few to rest a test on, so the test keeps the shipped 5e5.
     """
-    config = jaxrl_async.load_config("ppo_cartpole",
-                                     ["train.total_steps=400000", "train.progress=false"])
+    config = jaxrl_async.load_config("ppo_cartpole", [
+        "train.total_steps=500000", "train.num_seeds=4", f"train.prng={prng}",
+        "train.progress=false"])
     result = jaxrl_async.train(config)
-    assert result.summary["final_return"] >= 475.0, result.metrics["episode_return"]
-    returns = result.metrics["episode_return"]
-    assert returns[0] < 200, "the first log point should be far from solved"
+    assert_learns(result, 475.0, min_passing=3)
+    first = curves(result)[:, 0]
+    assert np.all(first < 200), f"the first log point should be far from solved: {first}"
 
 
-def test_trains_custom_env_to_its_optimum():
+@pytest.mark.parametrize("prng", PRNGS)
+def test_trains_custom_env_to_its_optimum(prng):
+    """PPO on the MatchContext probe env (optimum 8): 7 of 8 seeds and the median reach 97%.
+
+    Measured over seeds 0-15, seeds reaching 0.97 x 8 (16 of 16 at every budget tried, with
+    philox4x32 and with threefry2x32): 40960 steps all end at 8.0; 10240 steps all >= 7.9;
+    5120 steps all >= 7.8, too close to 7.76. The test runs 10240.
+    """
     config = jaxrl_async.load_config("ppo_cartpole", [
         "env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
-        "agent.learning_rate=3e-3", "agent.ent_coef=0.0", "train.total_steps=40960",
-        "train.log_every=512", "train.progress=false"])
+        "agent.learning_rate=3e-3", "agent.ent_coef=0.0", "train.total_steps=10240",
+        "train.log_every=512", "train.num_seeds=8", f"train.prng={prng}",
+        "train.progress=false"])
     result = jaxrl_async.train(config, env=MatchContext())
     optimum = MatchContext().default_params.episode_length
-    assert result.summary["final_return"] >= 0.97 * optimum
-    assert result.metrics["episode_return"][0] < 0.8 * optimum
+    assert_learns(result, 0.97 * optimum, min_passing=7)
+    first = curves(result)[:, 0]
+    assert np.all(first < 0.8 * optimum), f"the first log point should be near chance: {first}"
 
 
 def _numpy(x):
