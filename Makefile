@@ -15,8 +15,11 @@ $(STAMP): requirements.lock pyproject.toml
 train: $(STAMP)
 	$(BIN)/jaxrl-async train $(ARGS)
 
+# Two workers, one test file each at a time (module fixtures run once): JAX compiles on
+# one core, so a second worker uses the other. Set PYTEST_WORKERS=0 to run in-process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/jaxrl-async bench $(ARGS)

@@ -139,6 +139,7 @@ def runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # several processes compiling and training: the runs fixture
 def test_two_processes_give_the_parameters_of_one_process_with_two_devices(runs):
     root = runs["root"]
     for proc in runs["ppo"]:
@@ -156,6 +157,7 @@ def test_two_processes_give_the_parameters_of_one_process_with_two_devices(runs)
     assert summary["processes"] == 2 and len(summary["devices"]) == 2
 
 
+@pytest.mark.slow  # several processes compiling and training: the runs fixture
 def test_only_process_zero_writes_and_prints(runs):
     root = runs["root"]
     zero, one = runs["ppo"]
@@ -168,12 +170,14 @@ def test_only_process_zero_writes_and_prints(runs):
     assert "distributed" not in (root / "two-full" / "config.yaml").read_text()
 
 
+@pytest.mark.slow  # several processes compiling and training: the runs fixture
 def test_both_processes_refuse_a_run_directory_that_is_not_empty(runs):
     for proc in runs["refused"]:
         assert proc.returncode == 2, proc.stderr[-3000:]
         assert "exists and is not empty" in proc.stderr
 
 
+@pytest.mark.slow  # several processes compiling and training: the runs fixture
 def test_resume_across_processes_ends_in_the_uninterrupted_state(runs):
     root = runs["root"]
     for proc in runs["resume"]:
@@ -187,6 +191,7 @@ def test_resume_across_processes_ends_in_the_uninterrupted_state(runs):
     assert json.loads((root / "two" / "summary.json").read_text())["resumed_from"] == 512
 
 
+@pytest.mark.slow  # several processes compiling and training: the runs fixture
 def test_dqn_keeps_one_replay_per_process(runs):
     zero, one = runs["dqn"]
     ref = runs["dqn_ref"]

@@ -12,6 +12,9 @@ import textwrap
 
 import pytest
 
+# Every test here reads one subprocess of forced-device runs (tens of seconds).
+pytestmark = pytest.mark.slow
+
 SCRIPT = textwrap.dedent("""
     import json, sys
     import jax, numpy as np

@@ -14,6 +14,9 @@ import textwrap
 import numpy as np
 import pytest
 
+# Every test here reads one subprocess of fused and split runs on forced devices (tens of seconds).
+pytestmark = pytest.mark.slow
+
 SCRIPT = textwrap.dedent("""
     import sys
     import jax, numpy as np
