@@ -26,7 +26,8 @@ RESUME_CONFIGS = [
                                   "replay.learning_starts=500", "replay.capacity=1000",
                                   "agent.hidden_sizes=[16,16]", "agent.n_step=3",
                                   "pipeline.lag=1", "train.progress=false"], id="dqn-per"),
-    pytest.param("ppo_cartpole", SMALL + ["train.num_seeds=2"], id="ppo-2-seeds"),
+    pytest.param("ppo_cartpole", SMALL + ["train.num_seeds=2"], id="ppo-2-seeds",
+                 marks=pytest.mark.slow),
 ]
 
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "quickstart.ipynb"
 
 RUNNER = """
@@ -25,6 +27,7 @@ print("RESULT", json.dumps({
 """
 
 
+@pytest.mark.slow  # a fresh process (or several) that compiles and trains
 def test_quickstart_notebook_runs(tmp_path):
     env = {**os.environ, "QUICKSTART_STEPS": "32768", "MPLBACKEND": "Agg"}
     proc = subprocess.run([sys.executable, "-c", RUNNER, str(NOTEBOOK)], capture_output=True,

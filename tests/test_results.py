@@ -28,6 +28,7 @@ def test_every_shipped_config_loads(name):
     assert config.num_updates >= 1
 
 
+@pytest.mark.slow  # a fresh process (or several) that compiles and trains
 def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
     out, runs = tmp_path / "docs", tmp_path / "runs"
     out.mkdir()

@@ -293,6 +293,7 @@ TWO_DEVICES = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a fresh process (or several) that compiles and trains
 def test_learn_on_two_devices_equals_one_device_on_the_whole_batch():
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
            "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__),

@@ -65,6 +65,7 @@ def test_num_seeds_config_errors():
         jaxrl_async.load_config("ppo_cartpole", ["train.num_seeds=2", "eval.every=1000"])
 
 
+@pytest.mark.slow  # a fresh process (or several) that compiles and trains
 def test_vmapped_seeds_of_an_off_policy_run_in_a_fresh_process_cannot_hang(tmp_path):
     """XLA's concurrency-optimized CPU scheduler can deadlock vmapped programs with
     collectives; the package turns it off at import. A fresh process (default flags,

@@ -135,6 +135,7 @@ def test_cli_train_writes_run_directory(cli, tmp_path):
     assert list(run_dir.glob("events.out.tfevents.*")), "no TensorBoard event file"
 
 
+@pytest.mark.slow  # a fresh process (or several) that compiles and trains
 def test_second_start_loads_programs_from_the_compile_cache(cli, tmp_path):
     cache = tmp_path / "xla-cache"
     summaries = []
@@ -162,6 +163,7 @@ def test_plan_calls_tiles_the_run_with_one_program(num_updates, target, expected
     assert ticks * calls <= num_updates and num_updates - ticks * calls < target
 
 
+@pytest.mark.slow  # a fresh process that compiles and trains
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_cli_interrupt_exits_130_after_the_current_call(cli, tmp_path, signum):
     """The run stops after the current host call with a checkpoint there, and resumes."""
