@@ -25,3 +25,16 @@ def run_cli(*args, cwd=None, timeout=600, env=None):
 @pytest.fixture
 def cli():
     return run_cli
+
+
+# The files with the longest runs (learning over seeds, subprocesses on forced devices), longest
+# first. `make test` hands whole files to two workers in collection order, so starting these
+# first keeps one worker from ending alone on a long file.
+LONG_FIRST = ("test_sac.py", "test_dqn.py", "test_distributed.py", "test_multidevice.py",
+              "test_split.py", "test_pipeline.py", "test_train.py", "test_checkpoint.py",
+              "test_impala.py", "test_seeds.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))

@@ -334,7 +334,8 @@ def test_sac_solves_pendulum(prng):
 # observations (it stored them normalised with the statistics of the moment), seeds 0-3
 # ended at [-1459, -985, -571, -589] here. Now, seeds 0-15 in one program: 16 of 16 >= -250
 # at every log point from 5k to 10k steps under both PRNGs (at 4k: 14 and 15 of 16; at 6k
-# the median is -165 and -123, the worst -206 and -226). Six seeds at 6k, five to pass.
+# the median is -165 and -123, the worst -206 and -226). Six seeds at 6k, five to pass; the
+# PRNG perturbation runs on the shipped config above (the suite's time).
 OTHER_LIBRARY = ["env.num_envs=1", "pipeline.rollout_len=1", "agent.updates_per_tick=1",
                  "replay.batch_size=256", "replay.capacity=10000",
                  "replay.learning_starts=256", "agent.learning_rate=0.01", "agent.tau=0.02",
@@ -344,8 +345,7 @@ OTHER_LIBRARY = ["env.num_envs=1", "pipeline.rollout_len=1", "agent.updates_per_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("prng", ["auto", "threefry2x32"])
-def test_sac_learns_pendulum_at_another_librarys_settings(prng):
+def test_sac_learns_pendulum_at_another_librarys_settings(prng="auto"):
     import jaxrl_async
 
     result = jaxrl_async.train(jaxrl_async.load_config(
