@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "quickstart.ipynb"
@@ -22,7 +23,7 @@ print("RESULT", json.dumps({
     else None,
     "first": namespace["first"].summary["env_steps"],
     "resumed": namespace["resumed"].summary["env_steps"],
-    "corridor_last": float(namespace["result"].metrics["episode_return"][-1]),
+    "corridor_seeds": namespace["result"].summary["final_return_seeds"],
 }))
 """
 
@@ -35,5 +36,8 @@ def test_quickstart_notebook_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.split("RESULT", 1)[1])
     assert result["first"] == 16384 and result["resumed"] == 32768
-    # The corridor is easy: PPO finds the goal within its small budget.
-    assert result["corridor_last"] > 0.9
+    # The corridor is easy: PPO finds the goal within its small budget, on 3 of its 4 seeds
+    # and the median (measured: seeds 0-15 all reach 1.0 at this budget, under philox4x32
+    # and under threefry2x32).
+    seeds = np.asarray(result["corridor_seeds"], np.float64)
+    assert len(seeds) == 4 and np.sum(seeds > 0.9) >= 3 and np.median(seeds) > 0.9, seeds
