@@ -100,38 +100,6 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
         """The squashed mean (the deterministic policy SAC is usually evaluated with)."""
         return to_env(jnp.tanh(actor.apply(params, obs)[0]))
 
-    def loss_fn(flat, unravel, target_critic, batch):
-        p = unravel(flat)
-        obs, next_obs = batch["obs"], batch["next_obs"]
-        b = obs.shape[0]
-        alpha = jnp.exp(jax.lax.stop_gradient(p["log_alpha"]))
-        # One policy pass over x and x'; the x' half only feeds targets, so it is cut.
-        mean, log_std = actor.apply(p["actor"], jnp.concatenate([obs, next_obs]))
-        action_pi, log_pi = D.squashed_gaussian_sample(
-            batch["sample_keys"], mean, log_std)
-        action, next_action = action_pi[:b], jax.lax.stop_gradient(action_pi[b:])
-        log_pi, next_log_pi = log_pi[:b], jax.lax.stop_gradient(log_pi[b:])
-
-        next_q = jnp.min(critic.apply(target_critic, next_obs, next_action), axis=0)
-        target = jax.lax.stop_gradient(
-            config.reward_scale * batch["reward"]
-            + batch["discount"] * (next_q - alpha * next_log_pi))
-        q = critic.apply(p["critic"], obs, batch["action"])  # [NUM_CRITICS, b]
-        td = q - target
-        critic_loss = 0.5 * jnp.sum(jnp.mean(batch["weights"] * jnp.square(td), axis=-1))
-
-        q_pi = critic.apply(jax.lax.stop_gradient(p["critic"]), obs, action)
-        actor_loss = jnp.mean(alpha * log_pi - jnp.min(q_pi, axis=0))
-        alpha_loss = -p["log_alpha"] * jax.lax.stop_gradient(
-            jnp.mean(log_pi) + target_entropy)
-
-        loss = critic_loss + actor_loss + alpha_loss
-        metrics = {"loss": loss, "critic_loss": critic_loss, "actor_loss": actor_loss,
-                   "alpha_loss": alpha_loss, "alpha": alpha, "entropy": -jnp.mean(log_pi),
-                   "q": jnp.mean(q), "target": jnp.mean(target),
-                   "td_abs": jnp.mean(jnp.abs(td))}
-        return loss, (metrics, jnp.mean(jnp.abs(td), axis=0))
-
     def learn(state: SACState, sample, key):
         """sample: replay Sample of [b] NStepTransition items (this device's slice)."""
         items = sample.items
@@ -150,7 +118,8 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
                  "sample_keys": jnp.concatenate([fold(obs_key, index), fold(next_key, index)])}
         flat, unravel = ravel_pytree(trainable(state))
         flat, opt_state, metrics, priorities = flat_grad_step(
-            lambda f, mb: loss_fn(f, unravel, state.target_critic, mb), optimizer, flat,
+            lambda f, mb: sac_loss(unravel(f), state.target_critic, mb, actor, critic,
+                                   config.reward_scale, target_entropy), optimizer, flat,
             state.opt_state, batch, ctx.axis_name)
         p = unravel(flat)
         target_critic = optax.incremental_update(p["critic"], state.target_critic, config.tau)
@@ -161,3 +130,38 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
     return Agent(init=init, act=act, learn=learn, data="replay",
                  replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
                  greedy=greedy)
+
+
+def sac_loss(p, target_critic, batch, actor, critic, reward_scale: float,
+             target_entropy: float):
+    """The summed critic, actor and temperature losses at parameters `p` (see the module
+    docstring); returns (loss, (metrics, |TD| per sample averaged over the critics))."""
+    obs, next_obs = batch["obs"], batch["next_obs"]
+    b = obs.shape[0]
+    alpha = jnp.exp(jax.lax.stop_gradient(p["log_alpha"]))
+    # One policy pass over x and x'; the x' half only feeds targets, so it is cut.
+    mean, log_std = actor.apply(p["actor"], jnp.concatenate([obs, next_obs]))
+    action_pi, log_pi = D.squashed_gaussian_sample(
+        batch["sample_keys"], mean, log_std)
+    action, next_action = action_pi[:b], jax.lax.stop_gradient(action_pi[b:])
+    log_pi, next_log_pi = log_pi[:b], jax.lax.stop_gradient(log_pi[b:])
+
+    next_q = jnp.min(critic.apply(target_critic, next_obs, next_action), axis=0)
+    target = jax.lax.stop_gradient(
+        reward_scale * batch["reward"]
+        + batch["discount"] * (next_q - alpha * next_log_pi))
+    q = critic.apply(p["critic"], obs, batch["action"])  # [NUM_CRITICS, b]
+    td = q - target
+    critic_loss = 0.5 * jnp.sum(jnp.mean(batch["weights"] * jnp.square(td), axis=-1))
+
+    q_pi = critic.apply(jax.lax.stop_gradient(p["critic"]), obs, action)
+    actor_loss = jnp.mean(alpha * log_pi - jnp.min(q_pi, axis=0))
+    alpha_loss = -p["log_alpha"] * jax.lax.stop_gradient(
+        jnp.mean(log_pi) + target_entropy)
+
+    loss = critic_loss + actor_loss + alpha_loss
+    metrics = {"loss": loss, "critic_loss": critic_loss, "actor_loss": actor_loss,
+               "alpha_loss": alpha_loss, "alpha": alpha, "entropy": -jnp.mean(log_pi),
+               "q": jnp.mean(q), "target": jnp.mean(target),
+               "td_abs": jnp.mean(jnp.abs(td))}
+    return loss, (metrics, jnp.mean(jnp.abs(td), axis=0))
