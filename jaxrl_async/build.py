@@ -19,7 +19,7 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
     exponent; default: the config's); `mesh` the devices (default: `pipeline.devices`).
     """
     if env is None:
-        env, default_params = envs_lib.make(config.env.name)
+        env, default_params = envs_lib.make(config.env.name, **config.env.kwargs)
     else:
         default_params = getattr(env, "default_params", None)
     env_params = default_params if env_params is None else env_params

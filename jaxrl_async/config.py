@@ -31,9 +31,12 @@ _OVERRIDE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+=")
 
 @dataclasses.dataclass(frozen=True)
 class EnvConfig:
+    # A gymnax id, a name given to envs.register, or module.path:factory (envs.make).
     name: str = "CartPole-v1"
     num_envs: int = 4
     normalize_obs: bool = False
+    # Keyword arguments of the env's constructor or factory (`env.kwargs.size=8`).
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         require(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")

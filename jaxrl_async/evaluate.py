@@ -145,7 +145,7 @@ def summarize(returns, lengths) -> dict:
 def resolve_env(config: Config, env=None, env_params=None):
     """(env, env_params) as training resolves them: `env` if given, else config.env.name."""
     if env is None:
-        env, default_params = envs_lib.make(config.env.name)
+        env, default_params = envs_lib.make(config.env.name, **config.env.kwargs)
     else:
         default_params = getattr(env, "default_params", None)
     return env, default_params if env_params is None else env_params

@@ -31,6 +31,14 @@ BAD_INPUTS = [
                   "agent.num_minibatches=3"], "num_minibatches", id="minibatches-do-not-divide"),
     pytest.param(["train", "bad.yaml"], "bad.yaml", id="yaml-syntax-error"),
     pytest.param(["train", "missing.yaml"], "missing.yaml", id="missing-yaml"),
+    pytest.param(["train", "env.name=no_such_module_xyz:make"], "cannot import",
+                 id="env-factory-does-not-import"),
+    pytest.param(["train", "env.name=os:no_such_factory"], "has no 'no_such_factory'",
+                 id="env-factory-missing"),
+    pytest.param(["train", "env.name=os:getcwd"], "not a gymnax-API env",
+                 id="env-factory-returns-no-env"),
+    pytest.param(["train", "env.kwargs.nope=1"], "rejected by 'CartPole-v1'",
+                 id="env-kwargs-rejected"),
 ]
 
 

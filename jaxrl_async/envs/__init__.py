@@ -1,10 +1,16 @@
-"""Environments: `make(name)` for every gymnax id, the spec check and the wrappers.
+"""Environments: `make(name, **kwargs)` for gymnax ids, registered names and a user's
+`module.path:factory`; the spec check and the wrappers.
 
 gymnax is imported lazily: it pulls in scipy and seaborn (about 2 s), which a CLI
 call that fails on its config should not pay for.
 """
 
 from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Callable
 
 import jax
 import numpy as np
@@ -20,13 +26,95 @@ from jaxrl_async.envs.wrappers import (
 from jaxrl_async.errors import ConfigError, EnvSpecError, UserError
 
 
+# Envs registered from Python (`register`), by name: factory(**kwargs) -> env or (env, params).
+_REGISTERED: dict[str, Callable] = {}
+
+
+def register(name: str, factory: Callable) -> None:
+    """Make `env.name=<name>` build `factory(**env.kwargs)`, which returns a gymnax-API env
+    or an (env, env_params) pair (else the env's `default_params`). For notebooks; a run
+    that must be resumed or evaluated from the command line names a `module.path:factory`
+    instead, which any process can import again."""
+    if not name or name in _gymnax_ids():
+        raise ConfigError(f"cannot register env {name!r}: empty or a gymnax id")
+    _REGISTERED[name] = factory
+
+
 def registered_envs() -> list[str]:
+    """The gymnax ids, then the names given to `register`."""
+    return [*_gymnax_ids(), *_REGISTERED]
+
+
+def _gymnax_ids() -> list[str]:
     import gymnax
 
     return list(gymnax.registered_envs)
 
 
 def make(name: str, **kwargs):
+    """(env, env_params) for `name` with `kwargs` (the config's `env.kwargs`):
+
+    - a gymnax id (`CartPole-v1`);
+    - a name given to `register`;
+    - `module.path:factory`, a callable importable from the run's Python path (the
+      working directory included), called with `kwargs`.
+
+    Unknown names, factories that do not import or return no env, and kwargs the env
+    rejects are one-line ConfigErrors (UserError for an env that fails to build).
+    """
+    if name in _REGISTERED:
+        return _from_factory(name, _REGISTERED[name], kwargs)
+    if ":" in name:
+        return _from_factory(name, _import_factory(name), kwargs)
+    return _make_gymnax(name, **kwargs)
+
+
+def _import_factory(name: str) -> Callable:
+    module_name, _, attr = name.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"env.name={name!r}: expected a gymnax id or module.path:factory")
+    cwd = os.getcwd()
+    if cwd not in sys.path:  # `jaxrl-async` (unlike `python -m`) does not put it there
+        sys.path.append(cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # noqa: BLE001  (any error while importing the user's module)
+        raise ConfigError(f"env.name={name!r}: cannot import {module_name!r}: "
+                          f"{type(e).__name__}: {_first_line(e)}") from None
+    factory = module
+    for part in attr.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise ConfigError(f"env.name={name!r}: module {module_name!r} has no {attr!r}")
+    if not callable(factory):
+        raise ConfigError(f"env.name={name!r}: {attr!r} is not callable")
+    return factory
+
+
+def _from_factory(name: str, factory: Callable, kwargs: dict):
+    try:
+        made = factory(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by {name!r}: "
+                          f"{_first_line(e)}") from None
+    except Exception as e:  # noqa: BLE001  (the user's factory may raise anything)
+        raise UserError(f"cannot build env {name!r}: {type(e).__name__}: "
+                        f"{_first_line(e)}") from None
+    env, params = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
+    missing = [m for m in ("reset", "step", "observation_space", "action_space")
+               if not callable(getattr(env, m, None))]
+    if missing:
+        raise ConfigError(f"env.name={name!r} returned {type(env).__name__}, not a gymnax-API "
+                          f"env (no {', '.join(missing)})")
+    return env, getattr(env, "default_params", None) if params is None else params
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _make_gymnax(name: str, **kwargs):
     """(env, default_params) for a gymnax id; ConfigError for an unknown one.
 
     A few gymnax envs emit observations of another dtype than their space declares
@@ -37,13 +125,17 @@ def make(name: str, **kwargs):
     import gymnax
 
     if name not in gymnax.registered_envs:
-        raise ConfigError(f"unknown env {name!r} (run `jaxrl-async envs` for the list)")
+        raise ConfigError(f"unknown env {name!r} (a gymnax id, a registered name or "
+                          f"module.path:factory; `jaxrl-async envs` lists them)")
     fixes.apply(name)
     try:
         env, params = gymnax.make(name, **kwargs)
+    except TypeError as e:
+        raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by {name!r}: "
+                          f"{_first_line(e)}") from None
     except Exception as e:  # e.g. MNISTBandit downloads MNIST in its constructor
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise UserError(f"cannot build env {name!r}: {type(e).__name__}: {first}") from None
+        raise UserError(f"cannot build env {name!r}: {type(e).__name__}: "
+                        f"{_first_line(e)}") from None
     declared = np.dtype(env.observation_space(params).dtype)
     obs, _ = jax.eval_shape(env.reset, jax.random.key(0), params)
     if np.dtype(obs.dtype) != declared:
@@ -62,4 +154,4 @@ def make_batched(env, normalize_obs: bool = False, axis_name: str | None = None)
 
 __all__ = ["CastObservation", "EnvSpec", "EnvSpecError", "EpisodeStatistics",
            "NormalizeObservation", "VecEnv", "check_env", "make", "make_batched",
-           "registered_envs", "spec_of"]
+           "register", "registered_envs", "spec_of"]
