@@ -32,7 +32,7 @@ def cli():
 # first keeps one worker from ending alone on a long file.
 LONG_FIRST = ("test_sac.py", "test_dqn.py", "test_distributed.py", "test_multidevice.py",
               "test_split.py", "test_pipeline.py", "test_train.py", "test_checkpoint.py",
-              "test_impala.py", "test_seeds.py")
+              "test_impala.py", "test_seeds.py", "test_custom_env.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -68,6 +68,7 @@ def test_registered_env_trains_from_its_name(monkeypatch):
         envs.register("CartPole-v1", lambda: None)
 
 
+@pytest.mark.slow  # three fresh processes that compile and train
 def test_module_factory_env_trains_resumes_and_evaluates_through_the_cli(cli, tmp_path):
     (tmp_path / "my_envs.py").write_text(FACTORY_MODULE)
     run = tmp_path / "run"
