@@ -119,18 +119,6 @@ logging.getLogger("absl").addFilter(_DropOrbaxLogs())
 
 
 @contextlib.contextmanager
-def _quiet_logs():
-    """Silence asyncio's never-retrieved task errors of a failed concurrent read."""
-    logger = logging.getLogger("asyncio")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-@contextlib.contextmanager
 def _quiet_failed_reads():
     """Orbax reads the arrays concurrently, and when one read fails it closes its event
     loop while tensorstore still completes the others, which then report "Event loop
@@ -147,7 +135,10 @@ def _quiet_failed_reads():
         else:
             previous_hook(unraisable)
 
+    logger = logging.getLogger("asyncio")
+    level = logger.level
     sys.unraisablehook = hook
+    logger.setLevel(logging.CRITICAL)
     try:
         yield
     except BaseException:
@@ -158,6 +149,7 @@ def _quiet_failed_reads():
         raise
     finally:
         sys.unraisablehook = previous_hook
+        logger.setLevel(level)
 
 
 def _manager(directory: Path, keep: int | None = None, create: bool = False):
@@ -238,12 +230,11 @@ def steps(directory: str | Path) -> list[int]:
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    with _quiet_logs():
-        manager = _manager(directory)
-        try:
-            return sorted(manager.all_steps())
-        finally:
-            manager.close()
+    manager = _manager(directory)
+    try:
+        return sorted(manager.all_steps())
+    finally:
+        manager.close()
 
 
 def _pick(directory: Path, step: int | None) -> int:
@@ -275,12 +266,11 @@ def read_meta(directory: str | Path, step: int | None = None) -> tuple[int, dict
     """(step, the metadata given to `save`) of the latest checkpoint, or of `step`."""
     directory = Path(directory)
     step = _pick(directory, step)
-    with _quiet_logs():
-        manager = _manager(directory)
-        try:
-            return step, _read_record(manager, directory, step)["info"]
-        finally:
-            manager.close()
+    manager = _manager(directory)
+    try:
+        return step, _read_record(manager, directory, step)["info"]
+    finally:
+        manager.close()
 
 
 def _mismatch(expected: dict[str, dict], saved: dict[str, dict]) -> str | None:
@@ -326,11 +316,6 @@ def restore(directory: str | Path, like, step: int | None = None) -> tuple[Any, 
     directory = Path(directory)
     step = _pick(directory, step)
     where = directory / str(step)
-    with _quiet_logs():
-        return _restore(directory, like, step, where)
-
-
-def _restore(directory: Path, like, step: int, where: Path) -> tuple[Any, dict]:
     manager = _manager(directory)
     try:
         record = _read_record(manager, directory, step)

@@ -83,13 +83,6 @@ class PipelineState:
     window: Any = None  # Transition [T + n - 1, B, ...] the steps the next tick stores
 
 
-def acting_params(state: PipelineState):
-    """(params, version) the actor uses: the queue's oldest, or the learner's at lag 0."""
-    if state.actor_queue is None:
-        return state.learner.params, state.updates
-    return queue_oldest(state.actor_queue)
-
-
 def state_specs(env, lag: int, offpolicy: bool) -> PipelineState:
     """How each field of a PipelineState is split over the mesh (None: absent)."""
     double_buffered = lag > 0 and not offpolicy
@@ -172,13 +165,15 @@ def _same(x, spec=None):
 
 
 def async_tick(state: PipelineState, act: Callable, learn: Callable, push: Callable,
-               to_actor: Callable = _same, to_learner: Callable = _same):
+               oldest: Callable = queue_oldest, to_actor: Callable = _same,
+               to_learner: Callable = _same):
     """One double-buffered tick. The actor rolls out with the queue's oldest parameters
     while the learner updates on last tick's trajectory; nothing the actor does reads
     the learner's output. `to_actor(x)` / `to_learner(x, spec)` move values between the
     two halves' devices: the identity inside one program, device_put under split
-    placement, which calls this function with its halves compiled separately."""
-    params, version = queue_oldest(state.actor_queue)
+    placement, which calls this function with its halves (`oldest` among them)
+    compiled separately."""
+    params, version = oldest(state.actor_queue)
     acted = act(params, version, state.env_state, state.obs, state.key, state.env_steps)
     learner, updates, metrics = learn(state.learner, state.updates, state.in_flight,
                                       state.in_flight_version, to_learner(acted.learn_key, P()))
@@ -222,16 +217,17 @@ def make_replay_learn(stage, agent_learn: Callable, observe: Callable) -> Callab
 
 
 def replay_tick(state: PipelineState, act: Callable, learn: Callable, advance: Callable,
-                push: Callable, obs_stats: Callable, to_actor: Callable = _same,
-                to_learner: Callable = _same):
+                push: Callable, obs_stats: Callable, oldest: Callable = queue_oldest,
+                to_actor: Callable = _same, to_learner: Callable = _same):
     """One off-policy tick: the actor rolls out while the learner stores last tick's
     steps and learns from the replay; the two share nothing. At lag L the actor acts
     with the parameters of L updates ago (the replay already decouples the learner
     from the newest data). `obs_stats(env_state)`: the env's observation statistics
     (None without normalisation). `to_actor` / `to_learner` as in `async_tick`."""
-    params, version = acting_params(state)
-    acted = act(params, version, state.env_state, state.obs, state.key, state.env_steps)
     queue = state.actor_queue
+    params, version = ((state.learner.params, state.updates) if queue is None  # lag 0
+                       else oldest(queue))
+    acted = act(params, version, state.env_state, state.obs, state.key, state.env_steps)
     if queue is not None:  # the parameters this tick started from join the queue
         queue = push(queue, to_actor(state.learner.params), to_actor(state.updates))
     learner, updates, replay, metrics = learn(

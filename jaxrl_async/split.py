@@ -64,7 +64,7 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
     acted = act_lowered.out_info
     scalar = on(learner.mesh)
     lowered = [act_lowered, jax.jit(queue_push, donate_argnums=0).lower(
-        state.actor_queue, params, version)]
+        state.actor_queue, params, version), jax.jit(queue_oldest).lower(state.actor_queue)]
     if offpolicy:
         obs_stats = jax.tree.map(scalar, learner.obs_stats(state.env_state))
         lowered.append(jax.jit(learner.learn_step, donate_argnums=(0, 2)).lower(
@@ -78,13 +78,14 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
             scalar(acted.learn_key)))
     with concurrent.futures.ThreadPoolExecutor(len(lowered)) as pool:  # compiles drop the GIL
         compiled = list(pool.map(lambda lowered: lowered.compile(options), lowered))
-    act, push, learn = compiled[:3]
-    moves = {"to_actor": to_actor, "to_learner": to_learner}
+    act, push, oldest, learn = compiled[:4]
+    halves = {"act": act, "learn": learn, "push": push, "oldest": oldest,
+              "to_actor": to_actor, "to_learner": to_learner}
     if offpolicy:
-        tick = functools.partial(replay_tick, act=act, learn=learn, advance=compiled[3],
-                                 push=push, obs_stats=learner.obs_stats, **moves)
+        tick = functools.partial(replay_tick, advance=compiled[4],
+                                 obs_stats=learner.obs_stats, **halves)
     else:
-        tick = functools.partial(async_tick, act=act, learn=learn, push=push, **moves)
+        tick = functools.partial(async_tick, **halves)
 
     def chunk(state):
         """num_ticks ticks, dispatched without waiting; metrics as lists per key."""
