@@ -5,6 +5,7 @@ from __future__ import annotations
 from jaxrl_async import envs as envs_lib
 from jaxrl_async.agents import make_agent
 from jaxrl_async.config import Config
+from jaxrl_async.errors import ConfigError
 from jaxrl_async.pipeline import make_pipeline
 from jaxrl_async.sharding import AXIS, make_mesh
 from jaxrl_async.types import BuildContext
@@ -24,6 +25,13 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
         default_params = getattr(env, "default_params", None)
     env_params = default_params if env_params is None else env_params
     spec = envs_lib.check_env(env, env_params)
+    if config.env.normalize_obs and isinstance(spec.obs_shape, dict):
+        raise ConfigError(f"env.normalize_obs=true needs an array observation; "
+                          f"{config.env.name} observes a dict ({', '.join(spec.obs_shape)})")
+    shapes = spec.obs_shape.values() if isinstance(spec.obs_shape, dict) else [spec.obs_shape]
+    if config.agent.torso == "cnn" and not any(len(s) == 3 for s in shapes):
+        raise ConfigError(f"agent.torso=cnn needs an image observation [H, W, C]; "
+                          f"{config.env.name} observes {spec.obs_shape}")
     mesh = make_mesh(config.pipeline.devices) if mesh is None else mesh
     num_updates = config.num_updates if num_updates is None else num_updates
     agent = make_agent(config.agent, BuildContext(

@@ -1,14 +1,29 @@
-"""Flax modules: MLP torso and the heads the agents use."""
+"""Flax modules: the torso every network shares (an encoder for any observation, then an
+MLP) and the heads the agents use."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
+
+# The observation entry that marks the legal actions (a bool vector over them), where an
+# env has one (`envs/suites`). It is not encoded: the policy heads mask with it.
+MASK_KEY = "action_mask"
+
+
+class TorsoSpec(NamedTuple):
+    """The body of every network of an agent: each observation leaf encoded (images by
+    the conv layers, if any; everything else flattened), concatenated, then the MLP."""
+
+    hidden_sizes: tuple[int, ...]
+    activation: str
+    conv: tuple[tuple[int, int, int], ...] = ()  # (channels, kernel, stride) per layer
 
 
 def _dense(features: int, scale: float) -> nn.Dense:
@@ -16,42 +31,100 @@ def _dense(features: int, scale: float) -> nn.Dense:
                     bias_init=nn.initializers.zeros)
 
 
+def observation_leaves(obs) -> list:
+    """The arrays an encoder reads from `obs` [B, ...]: the array itself, or a dict's
+    entries in key order, the action mask left out."""
+    if isinstance(obs, dict):
+        return [obs[k] for k in sorted(obs) if k != MASK_KEY]
+    return jax.tree.leaves(obs)
+
+
+def action_mask(obs):
+    """The legal actions [B, A] in `obs`, or None where the env has no mask. A row with no
+    legal action (some suites at an episode's end) counts every action legal, so that
+    nothing downstream is asked to choose among none."""
+    if not isinstance(obs, dict) or MASK_KEY not in obs:
+        return None
+    mask = obs[MASK_KEY].astype(bool)
+    return mask | ~mask.any(axis=-1, keepdims=True)
+
+
+def mask_logits(logits, obs):
+    """`logits` [B, A] with illegal actions at -1e9 (finite: entropy stays 0·x, not NaN)."""
+    mask = action_mask(obs)
+    return logits if mask is None else jnp.where(mask, logits, -1e9)
+
+
+class Encoder(nn.Module):
+    """Observation (array or dict of arrays, batch first) -> features [B, F].
+
+    With conv layers, every image leaf ([B, H, W, C]) goes through them (uint8 scaled to
+    [0, 1]); every other leaf is flattened. The features of all leaves are concatenated.
+    """
+
+    conv: tuple[tuple[int, int, int], ...] = ()
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs):
+        features = []
+        for x in observation_leaves(obs):
+            scale = 1.0 / 255 if x.dtype == jnp.uint8 else 1.0
+            x = x.astype(jnp.float32) * scale
+            if self.conv and x.ndim == 4:
+                for channels, kernel, stride in self.conv:
+                    x = nn.Conv(channels, (kernel, kernel), (stride, stride), padding="SAME",
+                                kernel_init=nn.initializers.orthogonal(np.sqrt(2)),
+                                bias_init=nn.initializers.zeros)(x)
+                    x = ACTIVATIONS[self.activation](x)
+            features.append(x.reshape(x.shape[0], -1))
+        return jnp.concatenate(features, axis=-1)
+
+
 class MLP(nn.Module):
-    """Flattens everything after the batch axis, then Dense + activation per hidden size."""
+    """Dense + activation per hidden size, on features [B, F]."""
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
 
     @nn.compact
     def __call__(self, x):
-        x = x.reshape(x.shape[0], -1).astype(jnp.float32)
         for size in self.hidden_sizes:
             x = ACTIVATIONS[self.activation](_dense(size, np.sqrt(2))(x))
         return x
 
 
+def torso(spec: TorsoSpec, obs, extra=None):
+    """Encoder then MLP: observation -> features [B, hidden_sizes[-1]]; `extra` [B, E] (a
+    critic's action) joins the encoded observation. Called inside a head's compact
+    `__call__`, so its layers are the head's own (an MLP torso has the parameter tree,
+    and hence the initial values, of a plain MLP head)."""
+    x = Encoder(spec.conv, spec.activation)(obs)
+    if extra is not None:
+        x = jnp.concatenate([x, extra.astype(jnp.float32)], axis=-1)
+    return MLP(spec.hidden_sizes, spec.activation)(x)
+
+
 class CategoricalPolicy(nn.Module):
-    """Logits [B, num_actions]."""
+    """Logits [B, num_actions], illegal actions (where the observation has a mask) at -1e9."""
 
     num_actions: int
-    hidden_sizes: Sequence[int]
-    activation: str = "tanh"
+    torso: TorsoSpec
 
     @nn.compact
     def __call__(self, obs):
-        return _dense(self.num_actions, 0.01)(MLP(self.hidden_sizes, self.activation)(obs))
+        return mask_logits(_dense(self.num_actions, 0.01)(torso(self.torso, obs)), obs)
 
 
 class GaussianPolicy(nn.Module):
     """Mean [B, A] and a state-independent log standard deviation [A]."""
 
     action_dim: int
-    hidden_sizes: Sequence[int]
-    activation: str = "tanh"
+    torso: TorsoSpec
 
     @nn.compact
     def __call__(self, obs):
-        mean = _dense(self.action_dim, 0.01)(MLP(self.hidden_sizes, self.activation)(obs))
+        mean = _dense(self.action_dim, 0.01)(torso(self.torso, obs))
         log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
         return mean, log_std
 
@@ -59,12 +132,11 @@ class GaussianPolicy(nn.Module):
 class ValueHead(nn.Module):
     """State value [B]."""
 
-    hidden_sizes: Sequence[int]
-    activation: str = "tanh"
+    torso: TorsoSpec
 
     @nn.compact
     def __call__(self, obs):
-        return _dense(1, 1.0)(MLP(self.hidden_sizes, self.activation)(obs))[:, 0]
+        return _dense(1, 1.0)(torso(self.torso, obs))[:, 0]
 
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -78,12 +150,11 @@ class SquashedGaussianPolicy(nn.Module):
     """
 
     action_dim: int
-    hidden_sizes: Sequence[int]
-    activation: str = "relu"
+    torso: TorsoSpec
 
     @nn.compact
     def __call__(self, obs):
-        out = _dense(2 * self.action_dim, 0.01)(MLP(self.hidden_sizes, self.activation)(obs))
+        out = _dense(2 * self.action_dim, 0.01)(torso(self.torso, obs))
         mean, log_std = jnp.split(out, 2, axis=-1)
         return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
 
@@ -91,14 +162,11 @@ class SquashedGaussianPolicy(nn.Module):
 class QValue(nn.Module):
     """Action value Q(obs [B, ...], action [B, A]) -> [B]."""
 
-    hidden_sizes: Sequence[int]
-    activation: str = "relu"
+    torso: TorsoSpec
 
     @nn.compact
     def __call__(self, obs, action):
-        x = jnp.concatenate([obs.reshape(obs.shape[0], -1).astype(jnp.float32),
-                             action.astype(jnp.float32)], axis=-1)
-        return _dense(1, 1.0)(MLP(self.hidden_sizes, self.activation)(x))[:, 0]
+        return _dense(1, 1.0)(torso(self.torso, obs, action))[:, 0]
 
 
 class QEnsemble(nn.Module):
@@ -109,30 +177,30 @@ class QEnsemble(nn.Module):
     """
 
     num: int
-    hidden_sizes: Sequence[int]
-    activation: str = "relu"
+    torso: TorsoSpec
 
     @nn.compact
     def __call__(self, obs, action):
         ensemble = nn.vmap(QValue, variable_axes={"params": 0}, split_rngs={"params": True},
                            in_axes=None, out_axes=0, axis_size=self.num)
-        return ensemble(self.hidden_sizes, self.activation)(obs, action)
+        return ensemble(self.torso)(obs, action)
 
 
 class QNetwork(nn.Module):
     """Action values [B, num_actions]; with `dueling`, V(x) + A(x, a) − mean_a A(x, a)
-    (Wang et al. 2016) from separate value and advantage layers on a shared torso."""
+    (Wang et al. 2016) from separate value and advantage layers on a shared torso.
+    Illegal actions (where the observation has a mask) get -1e9, so that neither the
+    greedy action nor a target's max picks them."""
 
     num_actions: int
-    hidden_sizes: Sequence[int]
-    activation: str = "relu"
+    torso: TorsoSpec
     dueling: bool = False
 
     @nn.compact
     def __call__(self, obs):
-        x = MLP(self.hidden_sizes, self.activation)(obs)
+        x = torso(self.torso, obs)
         advantages = _dense(self.num_actions, 1.0)(x)
-        if not self.dueling:
-            return advantages
-        value = _dense(1, 1.0)(x)
-        return value + advantages - advantages.mean(axis=-1, keepdims=True)
+        if self.dueling:
+            advantages = (_dense(1, 1.0)(x) + advantages
+                          - advantages.mean(axis=-1, keepdims=True))
+        return mask_logits(advantages, obs)

@@ -39,11 +39,14 @@ def nstep_transitions(window, n: int, gamma: float) -> NStepTransition:
                                                 window.truncated, n, gamma)
     T = returns.shape[0]
     index = jnp.arange(T)[:, None] + offsets  # [T, B] the step to bootstrap after
-    next_obs = jnp.take_along_axis(
-        window.next_obs, index.reshape(*index.shape, *([1] * (window.next_obs.ndim - 2))),
-        axis=0)
-    return NStepTransition(window.obs[:T], window.action[:T], returns, discounts,
-                           next_obs.astype(window.obs.dtype))
+
+    def bootstrap(next_obs, obs):
+        at = index.reshape(*index.shape, *([1] * (next_obs.ndim - 2)))
+        return jnp.take_along_axis(next_obs, at, axis=0).astype(obs.dtype)
+
+    return NStepTransition(jax.tree.map(lambda x: x[:T], window.obs), window.action[:T],
+                           returns, discounts,
+                           jax.tree.map(bootstrap, window.next_obs, window.obs))
 
 
 class ReplayStage(NamedTuple):

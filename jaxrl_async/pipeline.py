@@ -260,8 +260,8 @@ def make_init(agent: Agent, env, env_params, rollout: Callable, rollout_len: int
         clock = ActorClock(jnp.int32(0), env_index(local_envs), num_envs)
         action = jax.eval_shape(agent.act, params, obs, keys, clock)[0]
         zeros = lambda x: jnp.zeros(x.shape[1:], x.dtype)  # noqa: E731
-        example = NStepTransition(zeros(obs), zeros(action), jnp.float32(0), jnp.float32(0),
-                                  zeros(obs))
+        example = NStepTransition(jax.tree.map(zeros, obs), zeros(action), jnp.float32(0),
+                                  jnp.float32(0), jax.tree.map(zeros, obs))
         replay = jax.tree.map(lambda x: x[None], stage.init(example))
         env_state, obs, window, _ = rollout(params, env_state, obs, key,
                                             length=rollout_len + stage.n_step - 1)

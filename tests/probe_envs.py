@@ -147,3 +147,52 @@ def walk_rollout(make_agent, T=16, B=4):
     _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state, state.obs,
                                               jax.random.PRNGKey(1))
     return pipeline, state, traj
+
+
+# ---------------------------------------------------------------------------------------------
+# A dict observation with an image and an action mask (the shape of a jumanji env's).
+
+
+class MaskedImageMatch:
+    """MatchContext seen as an image, with a third action that is never legal.
+
+    obs = {"image": float32 [4, 4, 2], the context's plane all ones; "action_mask":
+    [True, True, False]}. Action 0/1 earns 1 when it equals the context; action 2, if an
+    agent ignored the mask, would earn 2 every step. Episodes end after `episode_length`
+    steps (terminated), so a policy that respects the mask scores at most
+    `episode_length`, and any return above it proves an illegal action was taken.
+    """
+
+    ILLEGAL_REWARD = 2.0
+
+    @property
+    def default_params(self) -> MatchParams:
+        return MatchParams()
+
+    def observation_space(self, params):
+        return spaces.Dict({"image": spaces.Box(0.0, 1.0, (4, 4, 2), jnp.float32),
+                            "action_mask": spaces.Box(0, 1, (3,), jnp.bool_)})
+
+    def action_space(self, params):
+        return spaces.Discrete(3)
+
+    def _obs(self, context):
+        image = jnp.broadcast_to(jax.nn.one_hot(context, 2, dtype=jnp.float32), (4, 4, 2))
+        return {"image": image, "action_mask": jnp.array([True, True, False])}
+
+    def reset(self, key, params):
+        context = jax.random.bernoulli(key).astype(jnp.int32)
+        return self._obs(context), MatchState(context, jnp.int32(0))
+
+    def step(self, key, state, action, params):
+        reward = jnp.where(action == 2, self.ILLEGAL_REWARD,
+                           (action == state.context).astype(jnp.float32))
+        time = state.time + 1
+        terminated = time >= params.episode_length
+        context = jax.random.bernoulli(key).astype(jnp.int32)
+        next_obs = self._obs(context)
+        reset_obs, reset_state = self.reset(key, params)
+        state = jax.tree.map(lambda r, s: jnp.where(terminated, r, s), reset_state,
+                             MatchState(context, time))
+        obs = jax.tree.map(lambda r, n: jnp.where(terminated, r, n), reset_obs, next_obs)
+        return obs, state, reward, terminated, jnp.bool_(False), {"final_observation": next_obs}

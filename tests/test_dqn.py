@@ -164,7 +164,7 @@ def test_priorities_written_back_are_abs_td_error(cartpole_agent):
     sample_key, _ = jax.random.split(jax.random.split(key, 1)[0])
     beta = 0.4 + 0.6 * 0.5
     drawn = prioritized.sample(replay, sample_key, 16, beta)
-    net = jaxrl_async.networks.QNetwork(2, config.hidden_sizes, config.activation)
+    net = jaxrl_async.networks.QNetwork(2, config.torso_spec())
     q = net.apply(learner.params, drawn.items.obs)
     q_taken = q[jnp.arange(16), drawn.items.action]
     next_q = net.apply(learner.target_params, drawn.items.next_obs)

@@ -208,7 +208,7 @@ def test_ppo_learn_bootstraps_truncated_steps_from_final_observation():
     assert (next_obs[done][:, 1] >= 1).all()
     np.testing.assert_array_equal(next_obs[:-1][~done[:-1]], obs[1:][~done[:-1]])
 
-    critic = ValueHead(config.hidden_sizes, config.activation)
+    critic = ValueHead(config.torso_spec())
     value = lambda o: np.asarray(critic.apply(state.learner.params["critic"],  # noqa: E731
                                               jnp.asarray(o.reshape(-1, 2)))).reshape(T, B)
     values, next_values = value(obs), value(next_obs)

@@ -17,7 +17,7 @@ from jaxrl_async.agents.sac import SACConfig, make_sac
 from jaxrl_async.envs.spec import EnvSpec
 from jaxrl_async.envs.wrappers import NormState
 from jaxrl_async.evaluate import evaluate_run, make_evaluator, obs_stats
-from jaxrl_async.networks import CategoricalPolicy
+from jaxrl_async.networks import CategoricalPolicy, TorsoSpec
 from jaxrl_async.types import Agent, BuildContext
 
 DISCRETE = EnvSpec((3,), np.dtype(np.float32), True, 3, (), np.dtype(np.int32))
@@ -68,7 +68,7 @@ def test_greedy_follows_the_observation():
     params = agent.init(jax.random.key(0)).params
     params["actor"] = jax.tree.map(lambda x: 10 * x, params["actor"])
     obs = jax.random.normal(jax.random.key(1), (64, 3))
-    logits = CategoricalPolicy(3, (8,), "tanh").apply(params["actor"], obs)
+    logits = CategoricalPolicy(3, TorsoSpec((8,), "tanh")).apply(params["actor"], obs)
     np.testing.assert_array_equal(agent.greedy(params, obs), np.argmax(logits, axis=-1))
     assert len(set(np.asarray(agent.greedy(params, obs)).tolist())) > 1
 

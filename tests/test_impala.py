@@ -65,7 +65,7 @@ def test_impala_learn_targets_bootstrap_truncated_steps_from_final_observation()
     done = terminated | truncated
     assert (truncated & ~terminated).any() and terminated.any(), "need both kinds of ending"
 
-    critic = ValueHead(config.hidden_sizes, config.activation)
+    critic = ValueHead(config.torso_spec())
     value = lambda o: np.asarray(critic.apply(state.learner.params["critic"],  # noqa: E731
                                               np.asarray(o).reshape(-1, 2))).reshape(T, B)
     values, next_values = value(traj.obs), value(traj.next_obs)

@@ -15,9 +15,9 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_async import distributions as D
-from jaxrl_async.envs.spec import EnvSpec
+from jaxrl_async.envs.spec import EnvSpec, obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import CategoricalPolicy, GaussianPolicy, ValueHead
+from jaxrl_async.networks import CategoricalPolicy, GaussianPolicy, TorsoSpec, ValueHead
 
 
 @struct.dataclass
@@ -50,21 +50,20 @@ class ActorCritic(NamedTuple):
     greedy: Callable
 
 
-def make_actor_critic(spec: EnvSpec, hidden_sizes, activation: str,
-                      algo: str) -> ActorCritic:
+def make_actor_critic(spec: EnvSpec, torso: TorsoSpec, algo: str) -> ActorCritic:
     """Categorical policy for discrete actions, Gaussian for a vector of continuous ones."""
     if spec.discrete:
-        actor = CategoricalPolicy(spec.num_actions, hidden_sizes, activation)
+        actor = CategoricalPolicy(spec.num_actions, torso)
     else:
         if len(spec.action_shape) != 1:
             raise ConfigError(f"{algo} needs a vector action, got shape {spec.action_shape}")
-        actor = GaussianPolicy(spec.action_shape[0], hidden_sizes, activation)
+        actor = GaussianPolicy(spec.action_shape[0], torso)
         low, high = jnp.asarray(spec.action_low), jnp.asarray(spec.action_high)
-    critic = ValueHead(hidden_sizes, activation)
+    critic = ValueHead(torso)
 
     def init(key):
         actor_key, critic_key = jax.random.split(key)
-        dummy = jnp.zeros((1, *spec.obs_shape), jnp.float32)
+        dummy = obs_zeros(spec)
         return {"actor": actor.init(actor_key, dummy), "critic": critic.init(critic_key, dummy)}
 
     def act(params, obs, key, clock=None):
@@ -96,6 +95,11 @@ def make_actor_critic(spec: EnvSpec, hidden_sizes, activation: str,
 
     return ActorCritic(init=init, act=act, policy=policy, value=critic.apply,
                        scored_action=scored_action, greedy=greedy)
+
+
+def concat_obs(a, b):
+    """Two observation batches (arrays or dicts of them) as one, `a`'s rows first."""
+    return jax.tree.map(lambda x, y: jnp.concatenate([x, y]), a, b)
 
 
 def fold_truncation(rewards, next_values, terminated, truncated, gamma):

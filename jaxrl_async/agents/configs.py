@@ -22,6 +22,7 @@ from jaxrl_async.errors import ConfigError, require
 ACTIVATION_NAMES = ("gelu", "relu", "silu", "tanh")
 IMPALA_OPTIMIZERS = ("adam", "rmsprop")
 DQN_LOSSES = ("huber", "mse")
+TORSOS = ("mlp", "cnn")
 
 
 def field_checks(config, section: str = "agent"):
@@ -35,7 +36,32 @@ def field_checks(config, section: str = "agent"):
          "hidden_sizes", "a non-empty list of positive ints")
     need(config.activation in ACTIVATION_NAMES, "activation",
          f"one of {list(ACTIVATION_NAMES)}")
+    need(config.torso in TORSOS, "torso", f"one of {list(TORSOS)}")
+    for key in ("cnn_channels", "cnn_kernels", "cnn_strides"):
+        need(len(getattr(config, key)) >= 1 and min(getattr(config, key)) >= 1, key,
+             "a non-empty list of positive ints")
+    need(len(config.cnn_channels) == len(config.cnn_kernels) == len(config.cnn_strides),
+         "cnn_channels", "as long as agent.cnn_kernels and agent.cnn_strides")
     return need
+
+
+@dataclasses.dataclass(frozen=True)
+class TorsoFields:
+    """The network body every agent's config shares (`networks.TorsoSpec`): `torso=cnn`
+    sends image observations [H, W, C] through the conv layers (one per entry of the
+    cnn_* lists) before the MLP of `hidden_sizes`; `mlp` flattens them."""
+
+    torso: str = "mlp"
+    cnn_channels: tuple[int, ...] = (16,)
+    cnn_kernels: tuple[int, ...] = (3,)
+    cnn_strides: tuple[int, ...] = (1,)
+
+    def torso_spec(self):
+        from jaxrl_async.networks import TorsoSpec
+
+        conv = (tuple(zip(self.cnn_channels, self.cnn_kernels, self.cnn_strides))
+                if self.torso == "cnn" else ())
+        return TorsoSpec(tuple(self.hidden_sizes), self.activation, conv)
 
 
 def _local_devices(config) -> int:
@@ -45,7 +71,7 @@ def _local_devices(config) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(TorsoFields):
     name: str = "ppo"
     learning_rate: float = 2.5e-4
     anneal_lr: bool = True
@@ -89,7 +115,7 @@ class PPOConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class IMPALAConfig:
+class IMPALAConfig(TorsoFields):
     name: str = "impala"
     learning_rate: float = 1e-3
     anneal_lr: bool = True
@@ -143,7 +169,7 @@ class IMPALAConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig:
+class DQNConfig(TorsoFields):
     DATA: ClassVar[str] = "replay"
 
     name: str = "dqn"
@@ -193,7 +219,7 @@ class DQNConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class SACConfig:
+class SACConfig(TorsoFields):
     DATA: ClassVar[str] = "replay"
 
     name: str = "sac"

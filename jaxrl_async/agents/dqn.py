@@ -22,8 +22,9 @@ from jax.flatten_util import ravel_pytree
 
 from jaxrl_async.agents.common import flat_grad_step, make_optimizer
 from jaxrl_async.agents.configs import DQNConfig
+from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import QNetwork
+from jaxrl_async.networks import QNetwork, action_mask
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 
@@ -58,14 +59,20 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
     if not ctx.spec.discrete:
         raise ConfigError("agent.name=dqn needs a discrete action space; use sac for "
                           "continuous actions")
-    net = QNetwork(ctx.spec.num_actions, config.hidden_sizes, config.activation, config.dueling)
+    net = QNetwork(ctx.spec.num_actions, config.torso_spec(), config.dueling)
     optimizer = make_optimizer("adam", config.learning_rate, config.anneal_lr,
                                max(1, ctx.num_updates * config.updates_per_tick),
                                config.max_grad_norm, config.adam_eps)
     action_dtype = ctx.spec.action_dtype
 
+    def legal_actions(obs):
+        """[B, A] bool: the observation's action mask, else every action."""
+        mask = action_mask(obs)
+        batch = jax.tree.leaves(obs)[0].shape[0]
+        return jnp.ones((batch, ctx.spec.num_actions), bool) if mask is None else mask
+
     def init(key):
-        params = net.init(key, jnp.zeros((1, *ctx.spec.obs_shape), jnp.float32))
+        params = net.init(key, obs_zeros(ctx.spec))
         return DQNState(params, params, optimizer.init(ravel_pytree(params)[0]), jnp.int32(0))
 
     def greedy(params, obs):
@@ -75,12 +82,12 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
         best = greedy(params, obs)
         epsilon = epsilons(config, clock.env_steps, clock.env_index, clock.num_envs)
 
-        def explore(key, eps):
+        def explore(key, eps, legal):  # a uniformly random legal action
             coin_key, action_key = jax.random.split(key)
             return (jax.random.uniform(coin_key) < eps,
-                    jax.random.randint(action_key, (), 0, ctx.spec.num_actions))
+                    jax.random.categorical(action_key, jnp.where(legal, 0.0, -jnp.inf)))
 
-        explores, random_action = jax.vmap(explore)(keys, epsilon)
+        explores, random_action = jax.vmap(explore)(keys, epsilon, legal_actions(obs))
         action = jnp.where(explores, random_action, best).astype(action_dtype)
         return action, {}
 

@@ -29,7 +29,7 @@ from jaxrl_async.types import Agent, BuildContext
 
 
 def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
-    net = make_actor_critic(ctx.spec, config.hidden_sizes, config.activation, "impala")
+    net = make_actor_critic(ctx.spec, config.torso_spec(), "impala")
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
     optimizer = make_optimizer(config.optimizer, config.learning_rate, config.anneal_lr,
                                num_grad_steps, config.max_grad_norm, config.optimizer_eps,
@@ -42,7 +42,7 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
     def loss_fn(params, mb):
         """mb: whole rollouts of some envs, time-major [T, b, ...]."""
         T, b = mb["reward"].shape
-        flat = lambda x: x.reshape(T * b, *x.shape[2:])  # noqa: E731
+        flat = lambda x: jax.tree.map(lambda y: y.reshape(T * b, *y.shape[2:]), x)  # noqa: E731
         values = net.value(params["critic"], flat(mb["obs"])).reshape(T, b)
         # V(x'_t) only feeds the targets: evaluated with constant parameters, no backward pass.
         next_values = net.value(jax.lax.stop_gradient(params["critic"]),

@@ -8,10 +8,12 @@ cutting the trace there, so `gae` itself only sees terminations.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from jaxrl_async.agents.common import (
     ActorCriticState,
+    concat_obs,
     env_minibatches,
     fold_truncation,
     global_mean,
@@ -26,8 +28,7 @@ from jaxrl_async.types import Agent, BuildContext
 
 
 def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
-    net = make_actor_critic(ctx.spec, config.hidden_sizes, config.activation, "ppo")
-    obs_shape = ctx.spec.obs_shape
+    net = make_actor_critic(ctx.spec, config.torso_spec(), "ppo")
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
     optimizer = make_optimizer("adam", config.learning_rate, config.anneal_lr, num_grad_steps,
                                config.max_grad_norm, config.adam_eps)
@@ -67,7 +68,8 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
     def learn(state: ActorCriticState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
         T, B = traj.reward.shape
-        obs_both = jnp.concatenate([traj.obs, traj.next_obs]).reshape(2 * T * B, *obs_shape)
+        obs_both = jax.tree.map(lambda x: x.reshape(2 * T * B, *x.shape[2:]),
+                                concat_obs(traj.obs, traj.next_obs))
         values, next_values = net.value(state.params["critic"], obs_both).reshape(2, T, B)
         advantages = advantages_with_truncation(
             values, next_values, config.reward_scale * traj.reward.astype(jnp.float32),

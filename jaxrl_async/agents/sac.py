@@ -34,8 +34,9 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_async import distributions as D
-from jaxrl_async.agents.common import flat_grad_step
+from jaxrl_async.agents.common import concat_obs, flat_grad_step
 from jaxrl_async.agents.configs import SACConfig
+from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import QEnsemble, SquashedGaussianPolicy
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
@@ -70,8 +71,8 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
     center, half = jnp.asarray((high + low) / 2), jnp.asarray((high - low) / 2)
     target_entropy = (-float(action_dim) if config.target_entropy is None
                       else float(config.target_entropy))
-    actor = SquashedGaussianPolicy(action_dim, config.hidden_sizes, config.activation)
-    critic = QEnsemble(NUM_CRITICS, config.hidden_sizes, config.activation)
+    actor = SquashedGaussianPolicy(action_dim, config.torso_spec())
+    critic = QEnsemble(NUM_CRITICS, config.torso_spec())
     optimizer = optax.adam(config.learning_rate, eps=config.adam_eps)
     if config.max_grad_norm > 0:
         optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
@@ -81,7 +82,7 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
 
     def init(key):
         actor_key, critic_key = jax.random.split(key)
-        obs = jnp.zeros((1, *spec.obs_shape), jnp.float32)
+        obs = obs_zeros(spec)
         critic_params = critic.init(critic_key, obs, jnp.zeros((1, action_dim), jnp.float32))
         state = SACState(params=actor.init(actor_key, obs), critic=critic_params,
                          target_critic=critic_params,
@@ -137,10 +138,10 @@ def sac_loss(p, target_critic, batch, actor, critic, reward_scale: float,
     """The summed critic, actor and temperature losses at parameters `p` (see the module
     docstring); returns (loss, (metrics, |TD| per sample averaged over the critics))."""
     obs, next_obs = batch["obs"], batch["next_obs"]
-    b = obs.shape[0]
+    b = batch["reward"].shape[0]
     alpha = jnp.exp(jax.lax.stop_gradient(p["log_alpha"]))
     # One policy pass over x and x'; the x' half only feeds targets, so it is cut.
-    mean, log_std = actor.apply(p["actor"], jnp.concatenate([obs, next_obs]))
+    mean, log_std = actor.apply(p["actor"], concat_obs(obs, next_obs))
     action_pi, log_pi = D.squashed_gaussian_sample(
         batch["sample_keys"], mean, log_std)
     action, next_action = action_pi[:b], jax.lax.stop_gradient(action_pi[b:])

@@ -15,7 +15,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from jaxrl_async.envs import fixes
+from jaxrl_async.envs import fixes, suites
 from jaxrl_async.envs.spec import EnvSpec, check_env, spec_of
 from jaxrl_async.envs.wrappers import (
     CastObservation,
@@ -55,6 +55,7 @@ def make(name: str, **kwargs):
     """(env, env_params) for `name` with `kwargs` (the config's `env.kwargs`):
 
     - a gymnax id (`CartPole-v1`);
+    - `<suite>:<id>` for an env suite (`brax:ant`, `jumanji:Snake-v1`; `suites.SUITES`);
     - a name given to `register`;
     - `module.path:factory`, a callable importable from the run's Python path (the
       working directory included), called with `kwargs`.
@@ -64,6 +65,8 @@ def make(name: str, **kwargs):
     """
     if name in _REGISTERED:
         return _from_factory(name, _REGISTERED[name], kwargs)
+    if name.partition(":")[0] in suites.SUITES:
+        return suites.make(name, **kwargs)
     if ":" in name:
         return _from_factory(name, _import_factory(name), kwargs)
     return _make_gymnax(name, **kwargs)
@@ -79,7 +82,8 @@ def _import_factory(name: str) -> Callable:
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # noqa: BLE001  (any error while importing the user's module)
-        raise ConfigError(f"env.name={name!r}: cannot import {module_name!r}: "
+        raise ConfigError(f"env.name={name!r}: not a suite ({', '.join(suites.SUITES)}) and "
+                          f"cannot import {module_name!r}: "
                           f"{type(e).__name__}: {_first_line(e)}") from None
     factory = module
     for part in attr.split("."):

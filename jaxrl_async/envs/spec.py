@@ -12,8 +12,10 @@ from jaxrl_async.errors import EnvSpecError
 
 
 class EnvSpec(NamedTuple):
-    obs_shape: tuple[int, ...]
-    obs_dtype: np.dtype
+    # An array observation's shape and dtype; for a dict observation (gymnax spaces.Dict,
+    # e.g. a jumanji env with an action mask), dicts of them by key.
+    obs_shape: tuple[int, ...] | dict[str, tuple[int, ...]]
+    obs_dtype: np.dtype | dict[str, np.dtype]
     discrete: bool
     num_actions: int  # categories for a discrete action space, else 0
     action_shape: tuple[int, ...]
@@ -29,12 +31,42 @@ def _space_shape(space, what: str) -> tuple[tuple[int, ...], np.dtype]:
     return tuple(int(d) for d in shape), np.dtype(dtype)
 
 
+def _obs_space(space):
+    """(shape, dtype) of an observation space; dicts of them for a Dict space."""
+    entries = getattr(space, "spaces", None)
+    if not isinstance(entries, dict):
+        return _space_shape(space, "observation")
+    if not entries:
+        raise EnvSpecError("observation space is an empty Dict")
+    shapes, dtypes = {}, {}
+    for key, sub in entries.items():
+        if isinstance(getattr(sub, "spaces", None), dict):
+            raise EnvSpecError(f"observation space entry {key!r} is a nested Dict "
+                               f"(one level of arrays is supported)")
+        shapes[key], dtypes[key] = _space_shape(sub, f"observation[{key!r}]")
+    return shapes, dtypes
+
+
+def obs_like(spec: EnvSpec, batch: tuple[int, ...] = ()):
+    """ShapeDtypeStructs of one observation (with leading `batch` axes): an array's, or a
+    dict of them."""
+    if isinstance(spec.obs_shape, dict):
+        return {k: jax.ShapeDtypeStruct((*batch, *spec.obs_shape[k]), spec.obs_dtype[k])
+                for k in spec.obs_shape}
+    return jax.ShapeDtypeStruct((*batch, *spec.obs_shape), spec.obs_dtype)
+
+
+def obs_zeros(spec: EnvSpec, batch: tuple[int, ...] = (1,)):
+    """A zero observation batch (what networks are initialised on)."""
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), obs_like(spec, batch))
+
+
 def spec_of(env, params) -> EnvSpec:
     """Read the declared spaces of a gymnax-API env."""
     for name in ("reset", "step", "observation_space", "action_space"):
         if not callable(getattr(env, name, None)):
             raise EnvSpecError(f"env {type(env).__name__} has no {name}() (gymnax API)")
-    obs_shape, obs_dtype = _space_shape(env.observation_space(params), "observation")
+    obs_shape, obs_dtype = _obs_space(env.observation_space(params))
     action_space = env.action_space(params)
     action_shape, action_dtype = _space_shape(action_space, "action")
     if hasattr(action_space, "n"):
@@ -56,6 +88,18 @@ def _expect(value, shape, dtype, what: str) -> None:
                            f"declared {tuple(shape)} {np.dtype(dtype)}")
 
 
+def _expect_obs(obs, spec: EnvSpec, what: str) -> None:
+    if not isinstance(spec.obs_shape, dict):
+        _expect(obs, spec.obs_shape, spec.obs_dtype, what)
+        return
+    if not isinstance(obs, dict) or set(obs) != set(spec.obs_shape):
+        keys = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
+        raise EnvSpecError(f"{what} is {keys}, declared a dict with keys "
+                           f"{sorted(spec.obs_shape)}")
+    for key in spec.obs_shape:
+        _expect(obs[key], spec.obs_shape[key], spec.obs_dtype[key], f"{what}[{key!r}]")
+
+
 def check_env(env, params) -> EnvSpec:
     """Trace reset and step once (no compute) and compare their outputs with the spaces.
 
@@ -72,7 +116,7 @@ def check_env(env, params) -> EnvSpec:
     if not isinstance(reset_out, tuple) or len(reset_out) != 2:
         raise EnvSpecError("env.reset must return (obs, state)")
     obs, state = reset_out
-    _expect(obs, spec.obs_shape, spec.obs_dtype, "reset observation")
+    _expect_obs(obs, spec, "reset observation")
     try:
         step_out = jax.eval_shape(env.step, key, state, action, params)
     except Exception as e:
@@ -82,7 +126,7 @@ def check_env(env, params) -> EnvSpec:
         raise EnvSpecError("env.step must return (obs, state, reward, terminated, truncated, info)"
                            " as in the gymnax 1.0 API")
     obs, new_state, reward, terminated, truncated, info = step_out
-    _expect(obs, spec.obs_shape, spec.obs_dtype, "step observation")
+    _expect_obs(obs, spec, "step observation")
     if jax.tree.structure(new_state) != jax.tree.structure(state):
         raise EnvSpecError("env.step returns a state whose structure differs from reset's")
     for name, value in (("reward", reward), ("terminated", terminated), ("truncated", truncated)):
@@ -95,6 +139,5 @@ def check_env(env, params) -> EnvSpec:
     if not isinstance(info, dict) or "final_observation" not in info:
         raise EnvSpecError("step info must be a dict with 'final_observation' (the observation "
                            "before auto-reset, gymnax 1.0 API)")
-    _expect(info["final_observation"], spec.obs_shape, spec.obs_dtype,
-            "step info['final_observation']")
+    _expect_obs(info["final_observation"], spec, "step info['final_observation']")
     return spec
