@@ -71,50 +71,101 @@ def spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
+def _timed_loop(body, carry, seconds: float, repeats: int, steps_per_iteration: int) -> dict:
+    """Env steps per second of `body` (carry -> carry, `steps_per_iteration` env steps)
+    looped on device in one compiled program with its carry donated, compile excluded.
+
+    The iteration count is an argument, not a shape: one compile serves calibration and
+    timing."""
+
+    def run(carry, iterations):
+        return jax.lax.fori_loop(0, iterations, lambda _, c: body(c), carry)
+
+    start = time.perf_counter()
+    compiled = jax.jit(run, donate_argnums=0).lower(carry, np.int32(1)).compile()
+    compile_seconds = time.perf_counter() - start
+
+    def timed(iterations: int) -> float:
+        nonlocal carry
+        start = time.perf_counter()
+        carry = jax.block_until_ready(compiled(carry, np.int32(iterations)))
+        return time.perf_counter() - start
+
+    timed(1)  # first call allocates
+    iterations, elapsed = 1, timed(1)
+    while elapsed < seconds / 5:  # calibrate on a fifth of the budget, then size the timed calls
+        iterations = max(2 * iterations,
+                         math.ceil(iterations * seconds / 5 / max(elapsed, 1e-6)))
+        elapsed = timed(iterations)
+    iterations = max(1, round(iterations * seconds / elapsed))
+    steps = iterations * steps_per_iteration
+    times = [timed(iterations) for _ in range(repeats)]
+    return {"sps": [steps / t for t in times], "seconds": times,
+            "iterations_per_call": iterations, "env_steps_per_call": steps,
+            "compile_seconds": compile_seconds, "carry": carry}
+
+
 def measure_ceiling(config: Config, seconds: float, repeats: int) -> dict:
-    """Env steps per second of `pipeline.rollout` alone, looped on device, compile excluded."""
+    """Env steps per second of `pipeline.rollout` alone (env steps and the policy's forward
+    pass), looped on device, compile excluded."""
     configure_compile_cache(config.train.compile_cache)
     num_envs, rollout_len = config.env.num_envs, config.pipeline.rollout_len
     pipeline, _ = build_pipeline(config)
 
-    # The rollout count is an argument, not a shape: one compile serves calibration and timing.
-    def run(carry, params, num_rollouts):
-        def body(_, carry):
-            env_state, obs, key, episodes = carry
-            key, rollout_key = jax.random.split(key)
-            env_state, obs, _, stats = pipeline.rollout(params, env_state, obs, rollout_key)
-            return env_state, obs, key, episodes + stats["episodes"]
-
-        return jax.lax.fori_loop(0, num_rollouts, body, carry)
+    def body(carry):
+        env_state, obs, key, episodes, params = carry
+        key, rollout_key = jax.random.split(key)
+        env_state, obs, _, stats = pipeline.rollout(params, env_state, obs, rollout_key)
+        return env_state, obs, key, episodes + stats["episodes"], params
 
     start = time.perf_counter()
     key = jax.random.key(config.train.seed, impl=config.prng_impl)
     state = jax.block_until_ready(jax.jit(pipeline.init)(key))
     init_seconds = time.perf_counter() - start
-    params = state.learner.params
-    carry = (state.env_state, state.obs, state.key, jax.numpy.int32(0))
-    start = time.perf_counter()
-    compiled = jax.jit(run, donate_argnums=0).lower(carry, params, np.int32(1)).compile()
-    compile_seconds = time.perf_counter() - start
-
-    def timed(num_rollouts: int) -> float:
-        nonlocal carry
-        start = time.perf_counter()
-        carry = jax.block_until_ready(compiled(carry, params, np.int32(num_rollouts)))
-        return time.perf_counter() - start
-
-    timed(1)  # first call allocates
-    rollouts, elapsed = 1, timed(1)
-    while elapsed < seconds / 5:  # calibrate on a fifth of the budget, then size the timed calls
-        rollouts = max(2 * rollouts, math.ceil(rollouts * seconds / 5 / max(elapsed, 1e-6)))
-        elapsed = timed(rollouts)
-    rollouts = max(1, round(rollouts * seconds / elapsed))
-    steps = rollouts * rollout_len * num_envs
-    times = [timed(rollouts) for _ in range(repeats)]
-    return {"sps": [steps / t for t in times], "seconds": times, "rollouts_per_call": rollouts,
-            "env_steps_per_call": steps, "compile_seconds": compile_seconds,
+    carry = (state.env_state, state.obs, state.key, jax.numpy.int32(0), state.learner.params)
+    out = _timed_loop(body, carry, seconds, repeats, rollout_len * num_envs)
+    episodes = int(out.pop("carry")[3])
+    return {**out, "rollouts_per_call": out["iterations_per_call"],
             "init_seconds": init_seconds,  # compiling and running pipeline.init
-            "episodes": int(carry[3])}
+            "episodes": episodes}
+
+
+def measure_env_only(config: Config, seconds: float, repeats: int, direct: bool = False) -> dict:
+    """Env steps per second of the env alone under uniformly random actions, looped on
+    device: as the trainer steps it (adapter, episode statistics, vmap), or with
+    `direct`, the suite's own API vmapped (the adapter's `direct`), for the overhead of
+    the adapter. Both draw their actions from the adapter's action space."""
+    from jaxrl_async import envs as envs_lib
+
+    configure_compile_cache(config.train.compile_cache)
+    num_envs, steps = config.env.num_envs, config.pipeline.rollout_len
+    env, params = envs_lib.make(config.env.name, **config.env.kwargs)
+    space = env.action_space(params)
+    sample = jax.vmap(space.sample)
+    split = jax.vmap(jax.random.split)
+    if direct:
+        suite, _, env_id = config.env.name.partition(":")
+        reset_one, step_one = envs_lib.suites.adapter(suite).direct(env_id, **config.env.kwargs)
+        reset, step = jax.vmap(reset_one), jax.vmap(step_one)
+    else:
+        batched = envs_lib.make_batched(env)
+        reset = lambda keys: batched.reset(keys, params)[1]  # noqa: E731
+        step = lambda keys, state, action: batched.step(keys, state, action, params)[1]  # noqa: E731
+
+    def body(carry):
+        def one(_, carry):
+            state, keys = carry
+            keys = split(keys)
+            action_keys, step_keys = keys[:, 0], keys[:, 1]
+            return step(step_keys, state, sample(action_keys)), action_keys
+
+        return jax.lax.fori_loop(0, steps, one, carry)
+
+    keys = jax.random.split(jax.random.key(config.train.seed), num_envs)
+    carry = (jax.jit(reset)(keys), keys)
+    out = _timed_loop(body, carry, seconds, repeats, steps * num_envs)
+    out.pop("carry")
+    return out
 
 
 def measure_train(make_config, num_envs: int, seconds: float, repeats: int, min_updates: int,
@@ -154,13 +205,22 @@ def measure_train(make_config, num_envs: int, seconds: float, repeats: int, min_
     return {**column, "updates": n, "env_steps": n * batch, "runs": runs, "discarded": discarded}
 
 
+def has_direct(env_name: str) -> bool:
+    """Whether `env_name` is a suite env whose adapter can step the suite's own API."""
+    from jaxrl_async.envs import suites
+
+    suite = env_name.partition(":")[0]
+    return suite in suites.SUITES and hasattr(suites.adapter(suite), "direct")
+
+
 def run_bench(args) -> dict:
     """Measure every env count in this process (the XLA flags are whatever it started with)."""
     user = list(args.set or [])
     for item in user:
         if item.split("=", 1)[0] in BENCH_OWNED:
             raise UserError(f"--set {item}: {' and '.join(BENCH_OWNED)} are set by the bench")
-    base = [*BENCH_OVERRIDES, f"train.compile_cache={str(args.compile_cache).lower()}", *user]
+    base = [*BENCH_OVERRIDES, f"train.compile_cache={str(args.compile_cache).lower()}",
+            *([f"env.name={args.env}"] if args.env else []), *user]
 
     def make_config(num_envs: int, total_steps: int) -> Config:
         return load_config(args.config, [*base, f"env.num_envs={num_envs}",
@@ -177,6 +237,15 @@ def run_bench(args) -> dict:
         ceiling = measure_ceiling(configs[num_envs], args.seconds, args.repeats)
         log(f"envs={num_envs}: ceiling {statistics.median(ceiling['sps']):,.0f} SPS (compile "
             f"{ceiling['compile_seconds']:.2f}s, {ceiling['rollouts_per_call']} rollouts/call)")
+        row = {"envs": num_envs, "ceiling": ceiling}
+        if args.env:
+            row["env_only"] = measure_env_only(configs[num_envs], args.seconds, args.repeats)
+            log(f"envs={num_envs}: env alone {statistics.median(row['env_only']['sps']):,.0f} SPS")
+            if has_direct(args.env):
+                row["direct"] = measure_env_only(configs[num_envs], args.seconds, args.repeats,
+                                                 direct=True)
+                log(f"envs={num_envs}: suite API alone "
+                    f"{statistics.median(row['direct']['sps']):,.0f} SPS")
         # Training reaches 0.1-0.3 of the ceiling and grows slower than it with more envs.
         guess = 0.3 * statistics.median(ceiling["sps"])
         if last_train_sps is not None:
@@ -184,9 +253,9 @@ def run_bench(args) -> dict:
         trained = measure_train(make_config, num_envs, args.seconds, args.repeats,
                                 args.min_updates, args.updates, guess)
         last_train_sps = statistics.median(trained["sps"])
-        results.append({"envs": num_envs, "ceiling": ceiling, "train": trained})
+        results.append({**row, "train": trained})
     config = configs[args.envs[0]]
-    settings = {"config": args.config, "overrides": base, "envs": args.envs,
+    settings = {"config": args.config, "env": config.env.name, "overrides": base, "envs": args.envs,
                 "repeats": args.repeats, "seconds": args.seconds,
                 "compile_cache": args.compile_cache, "rollout_len": config.pipeline.rollout_len,
                 "num_minibatches": getattr(config.agent, "num_minibatches", None)}
@@ -211,20 +280,37 @@ def header(bench: dict) -> str:
         f"- jax {m['jax_version']}, python {m['python']}, devices: {', '.join(m['devices'])}",
         f"- CPUs: {m['cpu_count']} (usable by this process: {m['cpu_affinity']})",
         f"- XLA_FLAGS: `{m['xla_flags']}` (concurrency-optimized scheduler: {m['scheduler']})",
-        f"- config {s['config']}, rollout_len {s['rollout_len']}, num_minibatches "
+        f"- config {s['config']}, env {s.get('env', '?')}, rollout_len {s['rollout_len']}, "
+        f"num_minibatches "
         f"{s['num_minibatches']}, {s['repeats']} repeats of ~{s['seconds']:g}s, "
         f"compile cache {'on' if s['compile_cache'] else 'off'}",
     ])
 
 
 def table(bench: dict) -> str:
-    lines = ["| envs | ceiling SPS | train SPS | train/ceiling | train compile s |",
-             "| ---: | ---: | ---: | ---: | ---: |"]
-    for r in bench["results"]:
+    rows = bench["results"]
+    env_only = any("env_only" in r for r in rows)
+    direct = any("direct" in r for r in rows)
+    head = ["envs", *(["env alone SPS"] if env_only else []),
+            *(["suite API SPS", "adapter overhead"] if direct else []),
+            "ceiling SPS", "train SPS", "train/ceiling", "train compile s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " ---: |" * len(head)]
+    for r in rows:
         ceiling, trained = r["ceiling"]["sps"], r["train"]["sps"]
+        cells = [str(r["envs"])]
+        if env_only:
+            cells.append(_cell(r["env_only"]["sps"]) if "env_only" in r else "-")
+        if direct:
+            if "direct" in r:
+                overhead = 1 - (statistics.median(r["env_only"]["sps"])
+                                / statistics.median(r["direct"]["sps"]))
+                cells += [_cell(r["direct"]["sps"]), f"{100 * overhead:.0f}%"]
+            else:
+                cells += ["-", "-"]
         ratio = statistics.median(trained) / statistics.median(ceiling)
-        lines.append(f"| {r['envs']} | {_cell(ceiling)} | {_cell(trained)} | {ratio:.2f} | "
-                     f"{statistics.median(r['train']['compile_seconds']):.2f} |")
+        cells += [_cell(ceiling), _cell(trained), f"{ratio:.2f}",
+                  f"{statistics.median(r['train']['compile_seconds']):.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -256,6 +342,7 @@ def run_children(args, settings: list[str]) -> dict:
                    "--envs", ",".join(map(str, args.envs)), "--repeats", str(args.repeats),
                    "--seconds", str(args.seconds),
                    "--min-updates", str(args.min_updates), "--config", args.config,
+                   *(["--env", args.env] if args.env else []),
                    "--json", str(out), "--label", f"scheduler={value}",
                    *(["--compile-cache"] if args.compile_cache else []),
                    *(["--updates", str(args.updates)] if args.updates else []),
@@ -307,6 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--updates", type=_positive(int), default=None,
                    help="train exactly this many updates instead of sizing runs by --seconds")
     p.add_argument("--config", default="ppo_cartpole", help="shipped config name or YAML path")
+    p.add_argument("--env", default=None,
+                   help="any registered env (a gymnax id, <suite>:<id>, module:factory): also "
+                        "measures the env alone and, for a suite, its own API (the adapter's "
+                        "overhead); env.kwargs via --set")
     p.add_argument("--set", action="append", metavar="section.key=value",
                    help="config override, repeatable (e.g. --set agent.hidden_sizes=[8])")
     p.add_argument("--compile-cache", action="store_true",

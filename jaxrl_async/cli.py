@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import textwrap
 
 from jaxrl_async.errors import UserError
 
@@ -48,6 +49,8 @@ def _describe(space) -> str:
     """One line per space, whatever its bounds look like."""
     import numpy as np
 
+    if isinstance(getattr(space, "spaces", None), dict):
+        return "Dict(" + ", ".join(f"{k}: {_describe(v)}" for k, v in space.spaces.items()) + ")"
     if hasattr(space, "n"):
         return f"Discrete({space.n})"
     if hasattr(space, "low"):
@@ -58,19 +61,41 @@ def _describe(space) -> str:
 
 
 def _envs(args) -> int:
-    from jaxrl_async.envs import make, registered_envs
+    """Without a suite: the gymnax ids with their spaces, then every suite, whether it
+    is installed and its ids. With one (`envs brax`, `envs gymnax`): that suite's ids
+    with their spaces (each env is built: a few seconds per suite)."""
+    from jaxrl_async.envs import make, registered_envs, suites
 
-    names = registered_envs()
+    if args.suite not in (None, "gymnax", *suites.SUITES):
+        raise UserError(f"unknown suite {args.suite!r} (gymnax, {', '.join(suites.SUITES)})")
+    if args.suite in (None, "gymnax"):
+        _print_spaces(registered_envs(), make)
+    if args.suite is None:
+        for name, suite in suites.SUITES.items():
+            if not suites.installed(name):
+                print(f"\n{name}: not installed (pip install 'jaxrl_async[{suite.extra}]')")
+                continue
+            ids = suites.adapter(name).ids()
+            print(f"\n{name}: {len(ids)} ids (env.name={name}:<id>; `jaxrl-async envs {name}` "
+                  f"shows their spaces)")
+            print(textwrap.fill(", ".join(ids), width=100, initial_indent="  ",
+                                subsequent_indent="  "))
+    elif args.suite != "gymnax":
+        ids = suites.adapter(args.suite).ids()
+        _print_spaces([f"{args.suite}:{i}" for i in ids], make)
+    return 0
+
+
+def _print_spaces(names, make) -> None:
     width = max(map(len, names))
     for name in names:
         try:
             env, params = make(name)
             line = (f"obs {_describe(env.observation_space(params))}  "
                     f"action {_describe(env.action_space(params))}")
-        except UserError as e:  # MNISTBandit needs a download; list it anyway
+        except UserError as e:  # MNISTBandit, Sokoban need a download; list them anyway
             line = f"unavailable: {e}"
-        print(f"{name:<{width}}  {line}")
-    return 0
+        print(f"{name:<{width}}  {line}", flush=True)
 
 
 def _plot(args) -> int:
@@ -129,7 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "else curves.png")
     p.set_defaults(func=_plot)
 
-    p = sub.add_parser("envs", help="list environment ids with their spaces")
+    p = sub.add_parser("envs", help="list environment ids with their spaces, and the suites")
+    p.add_argument("suite", nargs="?", default=None,
+                   help="one suite's ids with their spaces (gymnax, brax, jumanji, ...)")
     p.set_defaults(func=_envs)
 
     p = sub.add_parser("bench", help="env+policy ceiling and PPO training SPS")

@@ -28,7 +28,6 @@ import jax.numpy as jnp
 
 from jaxrl_async.replay import prioritized, ring
 from jaxrl_async.returns import nstep_returns
-from jaxrl_async.sharding import mark_varying
 from jaxrl_async.types import NStepTransition, ReplayUse
 
 
@@ -124,9 +123,6 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
                     current = prioritized.update_priorities(
                         current, drawn.indices, jnp.abs(priorities) + config.priority_eps,
                         axis_name=axis_name)
-                    # The shared maximum comes back device-invariant; the shard's is not.
-                    current = current.replace(
-                        max_priority=mark_varying(current.max_priority, axis_name))
                 return (learner, priorities_of(current)), metrics
 
             (learner, part), metrics = jax.lax.scan(

@@ -37,7 +37,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxrl_async.offpolicy import make_replay_stage
 from jaxrl_async.rollout import env_index, env_keys, make_rollout
-from jaxrl_async.sharding import AXIS, make_mesh, varying
+from jaxrl_async.sharding import AXIS, make_mesh
 from jaxrl_async.types import ActorClock, Agent, NStepTransition
 
 
@@ -211,7 +211,7 @@ def make_replay_learn(stage, agent_learn: Callable, observe: Callable) -> Callab
         metrics = {**metrics, **lag_metrics(updates - version),
                    "learning": learned.astype(jnp.float32)}
         return (learner, updates + learned.astype(jnp.int32),
-                varying(jax.tree.map(lambda x: x[None], replay)), metrics)
+                jax.tree.map(lambda x: x[None], replay), metrics)
 
     return learn
 
@@ -265,12 +265,11 @@ def make_init(agent: Agent, env, env_params, rollout: Callable, rollout_len: int
         replay = jax.tree.map(lambda x: x[None], stage.init(example))
         env_state, obs, window, _ = rollout(params, env_state, obs, key,
                                             length=rollout_len + stage.n_step - 1)
-        return env_state, obs, varying(replay), window
+        return env_state, obs, replay, window
 
     def init(key):
         reset_key, agent_key, key = jax.random.split(key, 3)
-        obs, env_state = varying(env.reset(env_keys(reset_key, local_envs), env_params),
-                                 (P(AXIS), env.partition_spec(AXIS)))
+        obs, env_state = env.reset(env_keys(reset_key, local_envs), env_params)
         learner = agent.init(agent_key)
         state = PipelineState(learner, env_state, obs, key, jnp.int32(0), jnp.int32(0))
         if lag:
@@ -358,7 +357,13 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         learn_specs = ((P(), P(), traj_spec, P(), P()), (P(), P(), P()))
 
     def on_mesh(f, in_specs, out_specs):
-        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+        # check_vma=False: the pipeline reduces over devices explicitly (gradients in
+        # `flat_grad_step`, statistics with psum/pmean), so it needs no varying-type
+        # tracking, and env code written without shard_map in mind (a lax.cond branch or a
+        # loop carry that is a constant on one side and per-device data on the other, as
+        # in most suites) traces as it is.
+        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                             check_vma=False)
 
     return Pipeline(
         init=on_mesh(make_init(agent, env, env_params, rollout, rollout_len, num_envs,

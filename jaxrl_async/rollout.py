@@ -11,9 +11,8 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec as P
 
-from jaxrl_async.sharding import AXIS, varying
+from jaxrl_async.sharding import AXIS
 from jaxrl_async.types import ActorClock, Agent, Transition
 
 
@@ -46,7 +45,6 @@ def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
     store_raw = agent.data == "replay"
 
     def rollout(params, env_state, obs, key, version=0, env_steps=0, length=rollout_len):
-        env_state, obs = varying((env_state, obs), (env.partition_spec(AXIS), P(AXIS)))
 
         def step(carry, xs):
             env_state, obs = carry
@@ -71,6 +69,6 @@ def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
         stats = {"episodes": done.sum(dtype=jnp.int32),
                  "episode_return_sum": ret.sum(dtype=jnp.float32),
                  "episode_length_sum": ep_length.sum(dtype=jnp.float32)}
-        return env_state, obs, varying(traj), jax.lax.psum(stats, AXIS)
+        return env_state, obs, traj, jax.lax.psum(stats, AXIS)
 
     return rollout

@@ -3,12 +3,13 @@
 Env states, observations, trajectories and replays are split along AXIS; parameters,
 keys and counters are replicated. Programs run under `jax.shard_map` over the mesh,
 so each device holds its slice of the envs and gradients are averaged with pmean.
+Every reduction over devices is explicit (psum/pmean): shard_map's varying-type
+checks are off (`pipeline.make_pipeline`).
 """
 
 from __future__ import annotations
 
 import jax
-from jax.sharding import PartitionSpec as P
 
 AXIS = "data"  # the mesh axis the env batch is split over
 
@@ -29,21 +30,3 @@ def make_mesh(num_devices: int = 0) -> jax.sharding.Mesh:
     if not 1 <= n <= len(devices):
         raise ValueError(f"asked for {n} devices, {len(devices)} available")
     return jax.make_mesh((n,), (AXIS,), devices=devices[:n])
-
-
-def mark_varying(x, axis_name: str | None = AXIS):
-    """x typed as differing across the devices of `axis_name` (shard_map's varying type);
-    a no-op without an axis or when it already is."""
-    if axis_name is None:
-        return x
-    try:
-        return jax.lax.pcast(x, (axis_name,), to="varying")
-    except ValueError:  # already varying
-        return x
-
-
-def varying(tree, specs=P(AXIS)):
-    """Mark the per-env parts of `tree` (those `specs`, a prefix of it, splits along AXIS)
-    as differing across devices: a fresh reset may look uniform to shard_map."""
-    return jax.tree.map(lambda spec, sub: jax.tree.map(mark_varying, sub)
-                        if AXIS in spec else sub, specs, tree)

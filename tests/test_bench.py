@@ -36,3 +36,17 @@ def test_scheduler_flag_rewrite():
     rewritten = bench.with_scheduler(flags, "true")
     assert rewritten == "--foo=1 --xla_cpu_enable_concurrency_optimized_scheduler=true"
     assert bench.scheduler_setting("") is None
+
+
+def test_bench_env_measures_the_env_alone(tmp_path):
+    """`--env NAME` adds the env stepped alone under random actions to each row."""
+    out = tmp_path / "bench.json"
+    code = bench.main(["--envs", "4", "--repeats", "1", "--seconds", "0.05", "--updates", "1",
+                       "--env", "Acrobot-v1", "--set", "agent.hidden_sizes=[8]",
+                       "--set", "pipeline.rollout_len=16", "--compile-cache", "--json", str(out)])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["settings"]["env"] == "Acrobot-v1"
+    (sps,) = result["results"][0]["env_only"]["sps"]
+    assert math.isfinite(sps) and sps > 0
+    assert "direct" not in result["results"][0]  # a gymnax id has no suite API to compare

@@ -173,10 +173,8 @@ def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches
     the loop as one flat vector: the optimizer then runs as a handful of fused ops
     instead of several per parameter leaf (2x faster on CPU).
 
-    With `axis_name`, each device holds a slice of every minibatch: the loss and the
-    metrics are averaged over devices before differentiating, which gives the gradient
-    of the whole minibatch's loss (averaging per-device gradients of replicated
-    parameters instead would count each device's share D times over).
+    With `axis_name`, each device holds an equal slice of every minibatch; gradients and
+    metrics are averaged over devices (`flat_grad_step`).
     """
     flat, unravel = ravel_pytree(params)
 
@@ -193,36 +191,27 @@ def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches
     return unravel(flat), opt_state, jax.tree.map(jnp.mean, metrics)
 
 
-def _varying(x, axis_name: str):
-    try:
-        return jax.lax.pcast(x, (axis_name,), to="varying")
-    except ValueError:  # already varying
-        return x
-
-
 def flat_grad_step(loss_fn, optimizer, flat, opt_state, batch, axis_name: str | None = None):
     """One optimizer step on a flat parameter vector: (flat, opt_state, metrics, aux).
 
-    loss_fn(flat, batch) -> (loss, metrics) or (loss, (metrics, aux)); aux is returned
-    as this device computed it (per-sample values such as TD errors), while the loss and
-    the metrics are averaged over devices before differentiating (see `sgd`). A
-    "grad_norm" metric is added.
+    loss_fn(flat, batch) -> (loss, metrics) or (loss, (metrics, aux)), a mean over this
+    device's share of the batch; aux is returned as this device computed it (per-sample
+    values such as TD errors). With `axis_name`, the gradient and the metrics are
+    averaged over devices (every device holds an equal share, so that is the gradient of
+    the whole batch's loss), as one vector: one all-reduce, not one per parameter leaf
+    (between processes each all-reduce is a network round trip). A "grad_norm" metric
+    is added.
     """
 
-    def global_loss(flat):
-        if axis_name is not None:
-            # Varying from the start: the backward pass then sums the gradient over
-            # devices as one vector, not one all-reduce per parameter leaf (between
-            # processes each all-reduce is a network round trip).
-            flat = _varying(flat, axis_name)
+    def loss_and_aux(flat):
         loss, out = loss_fn(flat, batch)
         metrics, aux = out if isinstance(out, tuple) else (out, None)
-        if axis_name is not None:  # likewise the loss and its metrics: one vector
-            packed, unpack = ravel_pytree((loss, metrics))
-            loss, metrics = unpack(jax.lax.pmean(packed, axis_name))
         return loss, (metrics, aux)
 
-    grads, (metrics, aux) = jax.grad(global_loss, has_aux=True)(flat)
+    grads, (metrics, aux) = jax.grad(loss_and_aux, has_aux=True)(flat)
+    if axis_name is not None:
+        packed, unpack = ravel_pytree((grads, metrics))
+        grads, metrics = unpack(jax.lax.pmean(packed, axis_name))
     updates, opt_state = optimizer.update(grads, opt_state, flat)
     metrics["grad_norm"] = jnp.sqrt(jnp.sum(jnp.square(grads)))
     return flat + updates, opt_state, metrics, aux

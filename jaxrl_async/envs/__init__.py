@@ -15,7 +15,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from jaxrl_async.envs import fixes, suites
+from jaxrl_async.envs import suites
 from jaxrl_async.envs.spec import EnvSpec, check_env, spec_of
 from jaxrl_async.envs.wrappers import (
     CastObservation,
@@ -123,15 +123,13 @@ def _make_gymnax(name: str, **kwargs):
 
     A few gymnax envs emit observations of another dtype than their space declares
     (Catch-bsuite, FourRooms-misc); those are cast to the declared dtype so they pass
-    `check_env` like any other. Asterix-MinAtar gets a loop-free slot sampler so it
-    traces inside shard_map (`fixes.py`).
+    `check_env` like any other.
     """
     import gymnax
 
     if name not in gymnax.registered_envs:
         raise ConfigError(f"unknown env {name!r} (a gymnax id, a registered name or "
                           f"module.path:factory; `jaxrl-async envs` lists them)")
-    fixes.apply(name)
     try:
         env, params = gymnax.make(name, **kwargs)
     except TypeError as e:
