@@ -16,7 +16,8 @@ step's key. Quirks handled here:
   `Discrete` over the joint choices (row-major), with the joint mask: jumanji's own where
   its mask already covers every joint choice (BinPack, FlatPack, Minesweeper, Sudoku,
   Tetris), the outer product of per-agent masks for the multi-agent envs (Cleaner,
-  RobotWarehouse, MMST). Flattening covers 11 ids (refusing would leave 10 usable).
+  RobotWarehouse, MMST); RubiksCube has none. Flattening covers 11 ids (refusing would
+  leave 10 usable).
 - Keys: typed keys go to jumanji as they are (it only splits them), so every
   `train.prng` implementation works; raw key data would be read as threefry keys.
 
