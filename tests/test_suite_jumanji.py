@@ -1,0 +1,255 @@
+"""The jumanji adapter (`jumanji:<id>`) against jumanji's own API: the same observations
+and rewards for the same keys and actions, episode ends, auto-reset, action masks
+(flattened MultiDiscrete spaces included) and one-line errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+jumanji = pytest.importorskip("jumanji")
+
+from jumanji import registration
+from jumanji.environments import Snake
+
+from jaxrl_async.envs import suites
+from jaxrl_async.errors import ConfigError, UserError
+
+UP, RIGHT = 0, 1
+
+
+def assert_obs_in_space(obs, space, what):
+    """Every key of a dict observation has its declared shape and dtype."""
+    # TODO(lead): check_env on dict obs (spec_of reads Box/Discrete observations only).
+    assert set(obs) == set(space.spaces), what
+    for name, box in space.spaces.items():
+        assert tuple(obs[name].shape) == tuple(box.shape), (what, name)
+        assert np.dtype(obs[name].dtype) == np.dtype(box.dtype), (what, name)
+
+
+def as_dict(observation, names):
+    """A jumanji observation as our flat dict (nested fields "outer.inner")."""
+    out = {}
+    for name in names:
+        value = observation
+        for part in name.split("."):
+            value = getattr(value, part)
+        out[name] = value
+    return out
+
+
+def rollout(env, key, steps, policy):
+    """The adapter from reset(key): `steps` steps of policy(obs, t), one key each."""
+    reset_key, step_keys = jax.random.split(key)
+    step_keys = jax.random.split(step_keys, steps)
+
+    @jax.jit
+    def run(reset_key, step_keys):
+        obs, state = env.reset(reset_key, None)
+
+        def body(carry, x):
+            obs, state = carry
+            t, k = x
+            obs, state, reward, terminated, truncated, info = env.step(
+                k, state, policy(obs, t), None)
+            return (obs, state), (obs, reward, terminated, truncated, info["final_observation"])
+
+        _, out = jax.lax.scan(body, (obs, state), (jnp.arange(steps), step_keys))
+        return obs, out
+
+    return reset_key, step_keys, run(reset_key, step_keys)
+
+
+def suite_rollout(env, reset_key, step_keys, actions, names):
+    """The same with jumanji's API: reset(key), step(state, action), and reset(step key)
+    where a step is LAST (its observation is then the ended episode's last one)."""
+
+    @jax.jit
+    def run(reset_key, step_keys, actions):
+        state, first = env.reset(reset_key)
+
+        def body(state, x):
+            k, a = x
+            state, ts = env.step(state, a)
+            restart_state, restart = env.reset(k)
+            done = ts.last()
+            state = jax.tree.map(lambda r, s: jnp.where(done, r, s), restart_state, state)
+            obs = jax.tree.map(lambda r, s: jnp.where(done, r, s), restart.observation,
+                               ts.observation)
+            return state, (as_dict(obs, names), ts.reward, done & (ts.discount == 0),
+                           done & (ts.discount > 0), as_dict(ts.observation, names))
+
+        _, steps = jax.lax.scan(body, state, (step_keys, actions))
+        return as_dict(first.observation, names), steps
+
+    return run(reset_key, step_keys, actions)
+
+
+def assert_trees_equal(a, b):
+    jax.tree.map(np.testing.assert_array_equal, a, b)
+
+
+def test_snake_matches_jumanji_through_wall_terminations_and_restarts():
+    env, params = suites.make("jumanji:Snake-v1", num_rows=6, num_cols=6)
+    assert params is None
+    actions = jnp.array([UP] * 12 + [RIGHT] * 12, jnp.int32)
+    reset_key, step_keys, (first_obs, out) = rollout(
+        env, jax.random.key(3), len(actions), lambda obs, t: actions[t])
+    obs, reward, terminated, truncated, final = out
+    space = env.observation_space(params)
+    assert_obs_in_space(first_obs, space, "reset")
+    assert reward.dtype == jnp.float32 and terminated.dtype == truncated.dtype == jnp.bool_
+
+    suite = jumanji.make("Snake-v1", num_rows=6, num_cols=6)
+    expected = suite_rollout(suite, reset_key, step_keys, actions, list(space.spaces))
+    assert_trees_equal((first_obs, (obs, reward, terminated, truncated, final)), expected)
+
+    # Running into a wall terminates (at least twice on 6 rows going up 12 times); the
+    # next observation starts a new episode, the final one is the ended episode's last.
+    ends = np.flatnonzero(terminated)
+    assert len(ends) >= 3 and not truncated.any()
+    assert (obs["step_count"][ends] == 0).all() and (final["step_count"][ends] > 0).all()
+    mid = np.flatnonzero(~terminated)
+    assert_trees_equal({k: v[mid] for k, v in obs.items()}, {k: v[mid] for k, v in final.items()})
+    # Snake's reset is random: each episode starts from another snake and fruit.
+    starts = [first_obs["grid"], *obs["grid"][ends]]
+    assert all(not np.array_equal(a, b) for i, a in enumerate(starts) for b in starts[i + 1:])
+
+
+class TruncatingSnake(Snake):
+    """Snake whose time limit is a truncation (discount 1), as a suite may mark one:
+    jumanji 1.1's own envs end at their time limit with discount 0."""
+
+    def step(self, state, action):
+        state, ts = super().step(state, action)
+        limit = state.step_count >= self.time_limit
+        return state, ts.replace(discount=jnp.where(limit, jnp.ones_like(ts.discount),
+                                                    ts.discount))
+
+
+@pytest.fixture
+def truncating_snake(monkeypatch):
+    monkeypatch.setitem(registration._REGISTRY, "TruncatingSnake-v0", registration.EnvSpec(
+        id="TruncatingSnake-v0", entry_point=f"{__name__}:TruncatingSnake"))
+    return "jumanji:TruncatingSnake-v0"
+
+
+@pytest.mark.parametrize("name", ["jumanji:Snake-v1", "truncating"])
+def test_time_limit_ends_as_the_suite_marks_it(name, truncating_snake):
+    """Snake-v1's time limit is a termination (discount 0, jumanji 1.1); a LAST step with
+    discount 1 is a truncation. Either way the final observation is the limit's."""
+    env, _ = suites.make(truncating_snake if name == "truncating" else name, time_limit=3)
+
+    def legal(obs, t):  # the first legal move: never into a wall
+        return jnp.argmax(obs["action_mask"]).astype(jnp.int32)
+
+    _, _, (_, (obs, _, terminated, truncated, final)) = rollout(env, jax.random.key(0), 7,
+                                                                legal)
+    ended = truncated if name == "truncating" else terminated
+    assert ended.tolist() == [False, False, True] * 2 + [False]
+    assert not (terminated & truncated).any() and not (terminated | truncated)[ended == 0].any()
+    assert final["step_count"].tolist() == [1, 2, 3, 1, 2, 3, 1]
+    assert obs["step_count"].tolist() == [1, 2, 0, 1, 2, 0, 1]
+
+
+@pytest.mark.parametrize("env_id, nvec", [("Tetris-v0", (4, 10)), ("Cleaner-v0", (4, 4, 4))])
+def test_flattened_action_masks_and_actions_match_the_suite(env_id, nvec):
+    """A MultiDiscrete space is one Discrete over joint actions, row-major: Tetris' mask
+    already covers every (rotation, column); Cleaner's is per agent (outer product)."""
+    env, params = suites.make(f"jumanji:{env_id}")
+    n = int(np.prod(nvec))
+    assert env.action_space(params).n == n
+    mask_space = env.observation_space(params).spaces["action_mask"]
+    assert mask_space.shape == (n,) and np.dtype(mask_space.dtype) == np.bool_
+    suite = jumanji.make(env_id)
+    names = list(env.observation_space(params).spaces)
+    key = jax.random.key(1)
+
+    @jax.jit
+    def both(key, actions):
+        """The adapter's last observation (the final one, were the episode over) and the
+        suite's, after two steps; and the suite's masks before each step."""
+        _, state = env.reset(key, params)
+        suite_state, ts = suite.reset(key)
+        masks = []
+        for action in actions:
+            _, state, *_, info = env.step(key, state, action, params)
+            masks.append(ts.observation.action_mask)
+            parts = jnp.stack(jnp.unravel_index(action, nvec)).astype(jnp.int32)
+            suite_state, ts = suite.step(suite_state, parts)
+        return info["final_observation"], masks, ts.observation
+
+    def legal(mask, mixed=False):  # mixed: parts not all equal, so Cleaner's agents part
+        return next(i for i in np.flatnonzero(joint_mask(mask, nvec))
+                    if not mixed or len(set(np.unravel_index(i, nvec))) > 1)
+
+    first = legal(both(key, jnp.zeros(2, jnp.int32))[1][0])
+    second = legal(both(key, jnp.array([first, 0], jnp.int32))[1][1], mixed=True)
+    obs, _, suite_obs = both(key, jnp.array([first, second], jnp.int32))
+    expected = as_dict(suite_obs, names)
+    expected["action_mask"] = joint_mask(suite_obs.action_mask, nvec)
+    assert expected["action_mask"].any() and not expected["action_mask"].all()
+    if env_id == "Cleaner-v0":  # the agents' own masks differ: the outer product is tested
+        assert len({tuple(m) for m in np.asarray(suite_obs.action_mask)}) > 1
+    assert_trees_equal(obs, expected)
+
+
+def joint_mask(mask, nvec):
+    """The mask over joint actions, written with numpy as an independent check."""
+    mask = np.asarray(mask)
+    if mask.shape == tuple(nvec):
+        return mask.reshape(-1)
+    joint = np.ones(nvec, bool)
+    for agent, n in enumerate(nvec):
+        shape = [1] * len(nvec)
+        shape[agent] = n
+        joint &= mask[agent, :n].reshape(shape)
+    return joint.reshape(-1)
+
+
+@pytest.mark.parametrize("env_id", ["Snake-v1", "Maze-v0", "Tetris-v0", "Cleaner-v0",
+                                    "RubiksCube-v0", "Knapsack-v1"])
+def test_observations_have_their_declared_shapes_and_dtypes(env_id):
+    env, params = suites.make(f"jumanji:{env_id}")
+    space = env.observation_space(params)
+    key = jax.random.key(0)
+    obs, state = jax.eval_shape(env.reset, key, params)
+    action = jax.ShapeDtypeStruct((), env.action_space(params).dtype)
+    obs2, state2, reward, terminated, truncated, info = jax.eval_shape(
+        env.step, key, state, action, params)
+    for what, o in (("reset", obs), ("step", obs2), ("final", info["final_observation"])):
+        assert_obs_in_space(o, space, what)
+    assert jax.tree.structure(state2) == jax.tree.structure(state)
+    assert (reward.shape, reward.dtype) == ((), jnp.float32)
+    assert (terminated.shape, terminated.dtype) == (truncated.shape, truncated.dtype) == (
+        (), jnp.bool_)
+    if env_id == "Maze-v0":  # nested Position fields are flattened with dotted names
+        assert {"agent_position.row", "target_position.col"} <= set(space.spaces)
+    if env_id == "RubiksCube-v0":  # no mask in the suite, none here
+        assert "action_mask" not in space.spaces and env.action_space(params).n == 18
+
+
+def one_line_error(error_type, *args, **kwargs):
+    with pytest.raises(error_type) as info:
+        suites.make(*args, **kwargs)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+def test_bad_ids_kwargs_and_unsupported_envs_are_one_line_config_errors():
+    assert "Snake-v1" in suites.adapter("jumanji").ids()
+    assert "unknown jumanji env" in one_line_error(ConfigError, "jumanji:Snake-v9")
+    assert "'nope'" in one_line_error(ConfigError, "jumanji:Snake-v1", nope=1)
+    assert "one per agent" in one_line_error(ConfigError, "jumanji:LevelBasedForaging-v0")
+    assert "joint actions" in one_line_error(ConfigError, "jumanji:JobShop-v0")
+    assert "BoundedArray" in one_line_error(ConfigError, "jumanji:MultiCVRP-v0")
+
+
+def test_sokoban_offline_is_a_one_line_user_error(monkeypatch, tmp_path):
+    """Sokoban's constructor downloads its levels from the Hugging Face Hub: offline (forced
+    here, with an empty cache) that is a one-line UserError at make."""
+    hub = pytest.importorskip("huggingface_hub")
+    monkeypatch.setattr(hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    message = one_line_error(UserError, "jumanji:Sokoban-v0")
+    assert "cannot build jumanji:Sokoban-v0" in message and "offline" in message
