@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from brax import envs as brax_envs
 from flax import struct
 from gymnax.environments import spaces
 
@@ -69,22 +70,18 @@ class BraxEnv:
 
 
 def ids() -> list[str]:
-    from brax import envs
-
-    return sorted(envs._envs)  # brax's registry (get_environment reads it)
+    return sorted(brax_envs._envs)  # brax's registry (get_environment reads it)
 
 
 def make(env_id: str, episode_length: int = 1000, **kwargs):
     """(env, params) for brax's `env_id`; `episode_length` is the time limit, the other
     kwargs go to the env's constructor (e.g. backend="positional")."""
-    from brax import envs
-
     if isinstance(episode_length, bool) or not isinstance(episode_length, int) \
             or episode_length < 1:
         raise ConfigError(f"env.kwargs.episode_length must be an int >= 1, "
                           f"got {episode_length!r}")
     try:
-        env = envs.get_environment(env_id, **kwargs)
+        env = brax_envs.get_environment(env_id, **kwargs)
     except TypeError as e:
         raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by brax:{env_id}: "
                           f"{_first_line(e)}") from None
