@@ -111,3 +111,12 @@ def test_spec_ids_and_one_line_errors(pendulum):
         with pytest.raises(ConfigError, match=match) as info:
             suites.make(name, **kwargs)
         assert "\n" not in str(info.value)
+
+
+def test_reset_and_step_states_have_the_same_types(pendulum, adapter_run):
+    env, params = pendulum
+    keys = adapter_run[0]
+    _, state = jax.eval_shape(env.reset, keys[0], params)
+    stepped = jax.eval_shape(env.step, keys[1], state, jnp.zeros(1), params)[1]
+    assert [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(state)] == \
+        [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(stepped)]

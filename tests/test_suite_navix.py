@@ -127,3 +127,11 @@ def test_one_line_errors():
         with pytest.raises(ConfigError, match=match) as info:
             suites.make(name, **kwargs)
         assert "\n" not in str(info.value)
+
+
+def test_reset_and_step_states_have_the_same_types(empty):
+    env, params, keys, _ = empty
+    _, state = jax.eval_shape(env.reset, keys[0], params)
+    stepped = jax.eval_shape(env.step, keys[1], state, jnp.int32(0), params)[1]
+    assert [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(state)] == \
+        [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(stepped)]
