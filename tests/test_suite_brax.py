@@ -5,7 +5,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from learning import assert_learns
 
+import jaxrl_async
 from jaxrl_async.envs import suites
 from jaxrl_async.envs.spec import check_env
 from jaxrl_async.errors import ConfigError
@@ -120,3 +122,20 @@ def test_reset_and_step_states_have_the_same_types(pendulum, adapter_run):
     stepped = jax.eval_shape(env.step, keys[1], state, jnp.zeros(1), params)[1]
     assert [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(state)] == \
         [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(stepped)]
+
+
+@pytest.mark.slow
+def test_ppo_learns_to_balance_the_pendulum_by_name():
+    """`env.name=brax:inverted_pendulum` trains: 3 seeds in one program, 65,536 steps.
+
+    Uniform random actions last 22.5 steps on average (4,398 episodes measured, limit
+    200); the three seeds ended at 200, 197 and 200. The spring backend: brax's default
+    (generalized) does not yet trace inside the pipeline's shard_map (its contact solver
+    and mass-matrix loops carry constants that shard_map types as device-invariant).
+    """
+    config = jaxrl_async.load_config("ppo_pendulum", [
+        "env.name=brax:inverted_pendulum", "env.kwargs.episode_length=200",
+        "env.kwargs.backend=spring", "env.num_envs=16", "agent.gamma=0.99",
+        "agent.reward_scale=1.0", "train.total_steps=65536", "train.log_every=8192",
+        "train.num_seeds=3", "train.progress=false"])
+    assert_learns(jaxrl_async.train(config), 150.0, min_passing=3)
