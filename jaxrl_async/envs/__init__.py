@@ -63,6 +63,10 @@ def make(name: str, **kwargs):
     Unknown names, factories that do not import or return no env, and kwargs the env
     rejects are one-line ConfigErrors (UserError for an env that fails to build).
     """
+    from jaxrl_async.envs import suites
+
+    if name.partition(":")[0] in suites.SUITES:
+        return suites.make(name, **kwargs)
     if name in _REGISTERED:
         return _from_factory(name, _REGISTERED[name], kwargs)
     if name.partition(":")[0] in suites.SUITES:

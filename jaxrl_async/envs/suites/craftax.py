@@ -1,0 +1,99 @@
+"""Craftax envs (`env.name=craftax:<id>`) under the gymnax-1.0 contract.
+
+Craftax speaks the old gymnax API, (obs, state, reward, done, info), with its time limit
+folded into `done` (state.timestep reaching params.max_timesteps). The adapter builds
+the env without craftax's own auto-reset, whose reset observation would hide the last
+one, and resets itself, splitting the step key as craftax does: the observations and
+rewards are those of craftax's auto-resetting env for the same keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from craftax.craftax_env import make_craftax_env_from_name
+from flax import struct
+from gymnax.environments import spaces
+
+from jaxrl_async.envs import _first_line
+from jaxrl_async.errors import ConfigError, UserError
+
+# The names make_craftax_env_from_name builds without auto-reset (craftax keeps no registry).
+IDS = ["Craftax-Classic-Symbolic-v1", "Craftax-Classic-Pixels-v1", "Craftax-Symbolic-v1",
+       "Craftax-Pixels-v1"]
+
+_NEVER = jnp.iinfo(jnp.int32).max  # a time limit no episode reaches
+
+
+@struct.dataclass
+class CraftaxParams:
+    suite: Any  # craftax's EnvParams
+
+    @property
+    def max_steps_in_episode(self) -> int:  # the time limit, for evaluation to read
+        return self.suite.max_timesteps
+
+
+class CraftaxEnv:
+    def __init__(self, env, params):
+        self.env = env  # a craftax env without auto-reset
+        self.default_params = CraftaxParams(params)
+        # Declared as emitted (flat float32 vectors; float32 images in [0, 1] for Pixels).
+        self._obs = jax.eval_shape(env.reset, jax.random.key(0), params)[0]
+
+    def observation_space(self, params=None):
+        space = self.env.observation_space(self.default_params.suite)
+        return spaces.Box(space.low, space.high, self._obs.shape, self._obs.dtype)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(self.env.action_space(self.default_params.suite).n)
+
+    def reset(self, key, params=None):
+        params = self.default_params if params is None else params
+        obs, state = self.env.reset(key, params.suite)
+        # Craftax's world generator leaves a weakly typed leaf or two (player_direction)
+        # that a step makes strong; a state keeps its types from step to step (else a
+        # jitted step compiles twice).
+        return obs, jax.tree.map(_strong, state)
+
+    def step(self, key, state, action, params=None):
+        params = self.default_params if params is None else params
+        step_key, reset_key = jax.random.split(key)  # as craftax's own auto-reset splits it
+        obs, stepped, reward, done, info = self.env.step(step_key, state, action, params.suite)
+        # Terminated: done by craftax's own rule with the time limit lifted (death, lava,
+        # the boss beaten), so a death on the last step is terminated, not truncated.
+        terminated = self.env.is_terminal(stepped, params.suite.replace(max_timesteps=_NEVER))
+        truncated = jnp.logical_and(done, ~terminated)
+        reset_obs, reset_state = self.reset(reset_key, params)
+        next_state = jax.tree.map(lambda new, old: jnp.where(done, new, old),
+                                  reset_state, stepped)
+        info = {**info, "final_observation": obs}
+        return (jnp.where(done, reset_obs, obs), next_state, jnp.asarray(reward, jnp.float32),
+                terminated, truncated, info)
+
+
+def _strong(x):
+    return x if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else jnp.asarray(x, x.dtype)
+
+
+def ids() -> list[str]:
+    return list(IDS)
+
+
+def make(env_id: str, **kwargs):
+    """(env, params) for craftax's `env_id`; kwargs replace fields of craftax's EnvParams
+    (e.g. max_timesteps, day_length)."""
+    try:
+        env = make_craftax_env_from_name(env_id, auto_reset=False)
+    except Exception as e:  # noqa: BLE001  (textures, world generation: anything may fail)
+        raise UserError(f"cannot build env 'craftax:{env_id}': {type(e).__name__}: "
+                        f"{_first_line(e)}") from None
+    try:
+        params = env.default_params.replace(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by craftax:{env_id}: "
+                          f"{_first_line(e)}") from None
+    adapted = CraftaxEnv(env, params)
+    return adapted, adapted.default_params
