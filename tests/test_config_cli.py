@@ -39,6 +39,16 @@ BAD_INPUTS = [
                  id="env-factory-returns-no-env"),
     pytest.param(["train", "env.kwargs.nope=1"], "rejected by 'CartPole-v1'",
                  id="env-kwargs-rejected"),
+    pytest.param(["train", "env.name=brax:no_such_robot"], "unknown brax env 'no_such_robot'",
+                 id="unknown-suite-id"),
+    pytest.param(["train", "env.name=navix:Navix-Empty-5x5-v0", "env.kwargs.nope=1"],
+                 "nope", id="suite-kwargs-rejected"),
+    pytest.param(["train", "env.name=nosuite:x"], "not a suite (brax, jumanji",
+                 id="unknown-suite-prefix"),
+    pytest.param(["train", "env.name=jumanji:Snake-v1", "env.normalize_obs=true"],
+                 "normalize_obs=true needs an array observation", id="normalize-dict-obs"),
+    pytest.param(["train", "agent.torso=cnn"], "torso=cnn needs an image",
+                 id="cnn-on-a-vector"),
 ]
 
 

@@ -69,21 +69,52 @@ def test_registered_env_trains_from_its_name(monkeypatch):
 
 
 @pytest.mark.slow  # three fresh processes that compile and train
-def test_module_factory_env_trains_resumes_and_evaluates_through_the_cli(cli, tmp_path):
+def test_module_factory_env_trains_is_interrupted_resumes_and_evaluates_through_the_cli(
+        cli, tmp_path):
+    """The whole life of a run on a user's env, each step a fresh process that rebuilds the
+    env from config.yaml: train, Ctrl-C (checkpoint, exit 130), resume, evaluate."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
     (tmp_path / "my_envs.py").write_text(FACTORY_MODULE)
     run = tmp_path / "run"
-    common = ["env.name=my_envs:cartpole", "env.kwargs.max_steps=30", "eval.every=1024",
-              "eval.episodes=4"]
-    first = cli("train", "ppo_cartpole", *TINY, *common, "train.total_steps=1024",
-                "--run-dir", str(run), cwd=tmp_path, timeout=300)
-    assert first.returncode == 0, first.stderr[-2000:]
+    common = ["env.name=my_envs:cartpole", "env.kwargs.max_steps=30", "eval.episodes=4"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxrl_async", "train", "ppo_cartpole", *TINY, *common,
+         "train.total_steps=50000000", "--run-dir", str(run)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = run / "metrics.jsonl"
+    deadline = time.monotonic() + 240
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
     assert "my_envs:cartpole" in (run / "config.yaml").read_text()
-    resumed = cli("resume", str(run), "train.total_steps=2048", cwd=tmp_path, timeout=300)
+    stopped = json.loads(metrics.read_text().splitlines()[-1])["env_steps"]
+
+    resumed = cli("resume", str(run), f"train.total_steps={stopped + 1024}", cwd=tmp_path,
+                  timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["env_steps"] == 2048 and summary["resumed_from"] == 1024
+    # The resumed run goes on towards the new target (in whole ticks of 64 steps).
+    assert stopped < summary["env_steps"] <= stopped + 1024
+    assert summary["resumed_from"] == stopped
     evaluated = cli("eval", str(run), cwd=tmp_path, timeout=300)
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     result = json.loads((run / "eval.json").read_text())
-    assert result["env_steps"] == 2048
+    assert result["env_steps"] == summary["env_steps"]
     assert max(result["lengths"]) <= 30, "the factory's kwargs must reach the rebuilt env"
+
+
+def test_a_suite_that_is_not_installed_names_its_extra(monkeypatch):
+    from jaxrl_async.envs import suites
+
+    monkeypatch.setattr(suites, "installed", lambda suite: False)
+    with pytest.raises(ConfigError) as info:
+        envs.make("craftax:Craftax-Classic-Symbolic-v1")
+    assert str(info.value) == ("env suite 'craftax' is not installed: "
+                               "pip install 'jaxrl_async[craftax]'")
