@@ -350,13 +350,34 @@ def test_check_env_rejects_with_one_line(env_cls, words):
 
 
 
-def test_cli_envs_lists_every_id(cli, tmp_path):
+NO_NET = {"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
+          "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+          "no_proxy": "", "NO_PROXY": ""}
+
+
+def test_cli_envs_lists_every_id_and_every_suite(cli, tmp_path):
     # No network for the subprocess: listing environments must not need it.
-    no_net = {"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
-              "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
-              "no_proxy": "", "NO_PROXY": ""}
-    result = cli("envs", cwd=tmp_path, timeout=120, env=no_net)
+    from jaxrl_async.envs import suites
+
+    result = cli("envs", cwd=tmp_path, timeout=180, env=NO_NET)
     assert result.returncode == 0, result.stderr[-2000:]
-    listed = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+    gymnax_part, *suite_parts = result.stdout.split("\n\n")
+    listed = [line.split()[0] for line in gymnax_part.splitlines() if line.strip()]
     assert listed == registered_envs()
+    heads = [part.splitlines()[0].split(":")[0] for part in suite_parts]
+    assert heads == list(suites.SUITES)
+    for part in suite_parts:  # installed by the test lock: each with its ids
+        name = part.split(":")[0]
+        assert "ids (env.name=" in part.splitlines()[0]
+        assert suites.SUITES[name].example in part
     assert "Traceback" not in result.stderr
+
+
+def test_cli_envs_of_one_suite_shows_spaces(cli, tmp_path):
+    result = cli("envs", "jumanji", cwd=tmp_path, timeout=300, env=NO_NET)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()}
+    assert "action_mask: Box((4,), bool" in lines["jumanji:Snake-v1"]
+    assert "unavailable" in lines["jumanji:Sokoban-v0"]  # its levels need a download
+    bad = cli("envs", "nope", cwd=tmp_path, timeout=60)
+    assert bad.returncode == 2 and "unknown suite 'nope'" in bad.stderr

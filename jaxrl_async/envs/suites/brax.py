@@ -8,16 +8,22 @@ and resets with the step's key where one ends (a brax step draws no randomness).
 
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from brax import envs as brax_envs
 from flax import struct
 from gymnax.environments import spaces
 
 from jaxrl_async.envs import _first_line
 from jaxrl_async.errors import ConfigError, UserError
+
+# mujoco prints "Failed to import warp" to stdout when its optional GPU backend is absent:
+# noise in `jaxrl-async envs` and in every run's output.
+with contextlib.redirect_stdout(io.StringIO()):
+    from brax import envs as brax_envs
 
 
 @struct.dataclass
