@@ -94,7 +94,7 @@ def run_config(name: str, seeds: int, overrides: list[str], runs: Path, out: Pat
     config = jaxrl_async.load_config(name, [*BASE_OVERRIDES, *overrides])
     row = {"config": name, "env": config.env.name, "agent": config.agent.name,
            "budget": config.num_updates * config.batch_size, "overrides": overrides,
-           "seeds": [], "final_return": [], "sps": [], "compile_seconds": [],
+           "seeds": [], "final_return": [], "eval_return": [], "sps": [], "compile_seconds": [],
            "wall_seconds": [], "png": None, "error": None, **batch}
     run_dirs = []
     for seed in range(seeds):
@@ -110,6 +110,8 @@ def run_config(name: str, seeds: int, overrides: list[str], runs: Path, out: Pat
         row["budget"] = summary["env_steps"]
         for key in ("final_return", "sps", "compile_seconds", "wall_seconds"):
             row[key].append(summary[key])
+        if summary.get("eval_return_mean") is not None:  # the config evaluates at the end
+            row["eval_return"].append(summary["eval_return_mean"])
         row["seeds"].append(seed)
         final = summary["final_return"]
         print(f"{name} seed {seed}: final return "
@@ -162,13 +164,15 @@ def render(rows: dict[str, dict]) -> str:
         "steps per second of training, compile excluded; **compile**: seconds to compile "
         "the training program, persistent compile cache off; **wall**: seconds from "
         "`train()`'s start to its end, compile included. SPS, compile and wall are medians "
-        "over seeds; seeds run one after another in one process.",
+        "over seeds; seeds run one after another in one process. **eval return**, for the "
+        "configs that evaluate: the mean return of the final parameters over the config's "
+        "evaluation episodes (`eval.mode`), mean ± std over seeds.",
         "",
         f"Training wall time of all rows: {total / 60:.1f} min.",
         "",
-        "| config | env | agent | budget (env steps) | seeds | final return | SPS | "
-        "compile (s) | wall (s) |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| config | env | agent | budget (env steps) | seeds | final return | eval return | "
+        "SPS | compile (s) | wall (s) |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in ordered:
         name = f"`{row['config']}`"
@@ -180,6 +184,7 @@ def render(rows: dict[str, dict]) -> str:
         lines.append(
             f"| {name} | {row['env']} | {row['agent']} | {row['budget']:,} | "
             f"{len(row['seeds'])} | {returns} | "
+            f"{_returns_cell(row['eval_return']) if row.get('eval_return') else '-'} | "
             f"{_median(row['sps'], '{:,.0f}')} | {_median(row['compile_seconds'], '{:.1f}')} | "
             f"{_median(row['wall_seconds'], '{:.0f}')} |")
     lines += ["", "## How these rows were made", ""]

@@ -41,6 +41,7 @@ def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
     (out / "results.json").write_text(json.dumps({"rows": {"zz_earlier": earlier}}))
     args = ["--configs", "ppo_cartpole", "--seeds", "2", "--out", str(out), "--runs", str(runs),
             "--override", "train.total_steps=2048", "--override", "train.log_every=512",
+            "--override", "eval.every=2048", "--override", "eval.episodes=2",
             "--override", "train.compile_cache=true"]  # the suite's shared compile cache
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "results.py"), *args],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -50,7 +51,7 @@ def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
     row = next(line for line in table.splitlines() if line.startswith("| `ppo_cartpole`"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:5] == ["CartPole-v1", "ppo", "2,048", "2"]
-    assert "±" in cells[5]
+    assert "±" in cells[5] and "±" in cells[6]  # final (training) and eval return
     assert "| `zz_earlier` |" in table  # merged, not replaced
     assert "python scripts/results.py --configs ppo_cartpole" in table
     assert "![ppo_cartpole](results_ppo_cartpole.png)" in table
@@ -60,7 +61,7 @@ def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert set(rows) == {"ppo_cartpole", "zz_earlier"}
     assert rows["ppo_cartpole"]["seeds"] == [0, 1]
-    assert len(rows["ppo_cartpole"]["sps"]) == 2
+    assert len(rows["ppo_cartpole"]["sps"]) == len(rows["ppo_cartpole"]["eval_return"]) == 2
     for seed in (0, 1):
         run_dir = runs / "ppo_cartpole" / f"seed{seed}"
         assert (run_dir / "metrics.jsonl").read_text().count("\n") == 4
