@@ -13,18 +13,10 @@ from jumanji import registration
 from jumanji.environments import Snake
 
 from jaxrl_async.envs import suites
+from jaxrl_async.envs.spec import check_env
 from jaxrl_async.errors import ConfigError, UserError
 
 UP, RIGHT = 0, 1
-
-
-def assert_obs_in_space(obs, space, what):
-    """Every key of a dict observation has its declared shape and dtype."""
-    # TODO(lead): check_env on dict obs (spec_of reads Box/Discrete observations only).
-    assert set(obs) == set(space.spaces), what
-    for name, box in space.spaces.items():
-        assert tuple(obs[name].shape) == tuple(box.shape), (what, name)
-        assert np.dtype(obs[name].dtype) == np.dtype(box.dtype), (what, name)
 
 
 def as_dict(observation, names):
@@ -96,12 +88,13 @@ def test_snake_matches_jumanji_through_wall_terminations_and_restarts():
     reset_key, step_keys, (first_obs, out) = rollout(
         env, jax.random.key(3), len(actions), lambda obs, t: actions[t])
     obs, reward, terminated, truncated, final = out
-    space = env.observation_space(params)
-    assert_obs_in_space(first_obs, space, "reset")
+    spec = check_env(env, params)
+    assert spec.obs_shape == {"grid": (6, 6, 5), "step_count": (), "action_mask": (4,)}
+    assert spec.obs_dtype["action_mask"] == np.bool_ and spec.num_actions == 4
     assert reward.dtype == jnp.float32 and terminated.dtype == truncated.dtype == jnp.bool_
 
     suite = jumanji.make("Snake-v1", num_rows=6, num_cols=6)
-    expected = suite_rollout(suite, reset_key, step_keys, actions, list(space.spaces))
+    expected = suite_rollout(suite, reset_key, step_keys, actions, list(spec.obs_shape))
     assert_trees_equal((first_obs, (obs, reward, terminated, truncated, final)), expected)
 
     # Running into a wall terminates (at least twice on 6 rows going up 12 times); the
@@ -210,23 +203,18 @@ def joint_mask(mask, nvec):
 @pytest.mark.parametrize("env_id", ["Snake-v1", "Maze-v0", "Tetris-v0", "Cleaner-v0",
                                     "RubiksCube-v0", "Knapsack-v1"])
 def test_observations_have_their_declared_shapes_and_dtypes(env_id):
+    """check_env traces reset and step and compares every key of the dict observation
+    (reset, step and final) with the declared spaces."""
     env, params = suites.make(f"jumanji:{env_id}")
-    space = env.observation_space(params)
-    key = jax.random.key(0)
-    obs, state = jax.eval_shape(env.reset, key, params)
-    action = jax.ShapeDtypeStruct((), env.action_space(params).dtype)
-    obs2, state2, reward, terminated, truncated, info = jax.eval_shape(
-        env.step, key, state, action, params)
-    for what, o in (("reset", obs), ("step", obs2), ("final", info["final_observation"])):
-        assert_obs_in_space(o, space, what)
-    assert jax.tree.structure(state2) == jax.tree.structure(state)
-    assert (reward.shape, reward.dtype) == ((), jnp.float32)
-    assert (terminated.shape, terminated.dtype) == (truncated.shape, truncated.dtype) == (
-        (), jnp.bool_)
+    spec = check_env(env, params)
+    assert isinstance(spec.obs_shape, dict) and spec.discrete
+    if "action_mask" in spec.obs_shape:  # one bool per (joint) action
+        assert spec.obs_shape["action_mask"] == (spec.num_actions,)
+        assert spec.obs_dtype["action_mask"] == np.bool_
     if env_id == "Maze-v0":  # nested Position fields are flattened with dotted names
-        assert {"agent_position.row", "target_position.col"} <= set(space.spaces)
+        assert {"agent_position.row", "target_position.col"} <= set(spec.obs_shape)
     if env_id == "RubiksCube-v0":  # no mask in the suite, none here
-        assert "action_mask" not in space.spaces and env.action_space(params).n == 18
+        assert "action_mask" not in spec.obs_shape and spec.num_actions == 18
 
 
 def one_line_error(error_type, *args, **kwargs):
