@@ -241,3 +241,20 @@ def test_sokoban_offline_is_a_one_line_user_error(monkeypatch, tmp_path):
     monkeypatch.setattr(hub.constants, "HF_HUB_CACHE", str(tmp_path))
     message = one_line_error(UserError, "jumanji:Sokoban-v0")
     assert "cannot build jumanji:Sokoban-v0" in message and "offline" in message
+
+
+@pytest.mark.parametrize("env_id, kwargs, action, suite_action", [
+    ("Snake-v1", {"num_rows": 6, "num_cols": 6}, RIGHT, RIGHT),
+    ("Tetris-v0", {}, 13, [1, 3]),  # joint index 13 of (4 rotations, 10 columns)
+])
+def test_direct_is_the_suites_own_reset_and_step(env_id, kwargs, action, suite_action):
+    """`direct` (bench's adapter-overhead baseline): jumanji's reset and step for one env
+    under jit, our joint action split into jumanji's own."""
+    reset, step = suites.adapter("jumanji").direct(env_id, **kwargs)
+    key = jax.random.key(0)
+    state = jax.jit(step)(key, jax.jit(reset)(key), jnp.int32(action))
+    suite = jumanji.make(env_id, **kwargs)
+    expected, _ = suite.step(suite.reset(key)[0], jnp.asarray(suite_action, jnp.int32))
+    assert type(state) is type(expected)
+    assert_trees_equal(jax.random.key_data(state.key), jax.random.key_data(expected.key))
+    assert_trees_equal(state.replace(key=None), expected.replace(key=None))

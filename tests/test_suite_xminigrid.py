@@ -162,3 +162,14 @@ def test_xland_needs_a_benchmark_rule_set(benchmark_dir):
     assert check_env(env, params).obs_shape == (5, 5, 2)
     assert "rule sets 0..1" in one_line_error(ConfigError, name, benchmark="trivial-21k",
                                               ruleset=2)
+
+
+def test_direct_is_the_suites_own_reset_and_step():
+    """`direct` (bench's adapter-overhead baseline): xminigrid's reset and step for one env
+    under jit, the TimeStep as the state, no auto-reset."""
+    reset, step = suites.adapter("xminigrid").direct("MiniGrid-Empty-5x5", max_steps=1)
+    timestep = jax.jit(step)(jax.random.key(1), jax.jit(reset)(jax.random.key(0)),
+                             jnp.int32(FORWARD))
+    assert timestep.state.agent.position.tolist() == [1, 2] and timestep.last()
+    # No auto-reset: the limit's LAST step is returned as it is.
+    assert int(timestep.state.step_num) == 1
