@@ -113,6 +113,31 @@ def test_snake_matches_jumanji_through_wall_terminations_and_restarts():
     assert all(not np.array_equal(a, b) for i, a in enumerate(starts) for b in starts[i + 1:])
 
 
+def test_a_batch_of_envs_restarts_each_as_it_would_alone():
+    """Under vmap the auto-reset gathers the envs that ended (autoreset.reset_where); each
+    env's steps, restarts included, equal that env stepped alone."""
+    env, _ = suites.make("jumanji:Snake-v1", num_rows=6, num_cols=6)
+
+    def one(key):
+        _, state = env.reset(key, None)
+
+        def body(state, t):
+            # Up 5 times, then right 5 times: into a wall within 6 steps, over and over.
+            action = jnp.where(t % 10 < 5, UP, RIGHT).astype(jnp.int32)
+            obs, state, reward, terminated, *_ = env.step(jax.random.fold_in(key, t), state,
+                                                          action, None)
+            return state, (obs, reward, terminated)
+
+        return jax.lax.scan(body, state, jnp.arange(30))[1]
+
+    keys = jax.random.split(jax.random.key(7), 8)
+    batch = jax.jit(jax.vmap(one))(keys)
+    assert 8 <= int(batch[2].sum()) < 8 * 30
+    alone = jax.jit(one)
+    for i, key in enumerate(keys):
+        assert_trees_equal(jax.tree.map(lambda x: x[i], batch), alone(key))
+
+
 class TruncatingSnake(Snake):
     """Snake whose time limit is a truncation (discount 1), as a suite may mark one:
     jumanji 1.1's own envs end at their time limit with discount 0."""
