@@ -15,6 +15,10 @@ The internal contract every adapter meets (`envs.spec.check_env` checks it):
 - `observation_space(params)` / `action_space(params)`: gymnax spaces. Observations are
   an array (Box) or a dict of arrays (gymnax `spaces.Dict` of Boxes); a dict's
   "action_mask" entry, a bool vector over the discrete actions, marks the legal ones.
+
+An adapter may also expose `direct(id, **kwargs) -> (reset, step)`, the suite's own API for
+one env, which `jaxrl-async bench --env` compares with the adapter (its overhead).
+`autoreset.reset_where` auto-resets computing the suite's reset only for the envs that ended.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_async.envs.suites.autoreset import reset_where
 from jaxrl_async.errors import ConfigError, UserError
 
 # Above this many joint actions a flattened MultiDiscrete space is refused: a policy head
@@ -81,6 +82,23 @@ def make(env_id: str, **kwargs):
         raise UserError(f"jumanji:{env_id} does not reset: {type(e).__name__}: "
                         f"{_first_line(e)}") from None
     return wrapped, None
+
+
+def direct(env_id: str, **kwargs):
+    """(reset, step) of jumanji's own API for one env, for `bench --env`'s adapter overhead.
+
+    "Direct" is jumanji's `reset(key)` and `step(state, action)` alone: no auto-reset, no
+    observation dict, and our joint action split into jumanji's MultiDiscrete one.
+    """
+    env, _ = make(env_id, **kwargs)
+
+    def reset(key):
+        return env._env.reset(key)[0]
+
+    def step(key, state, action):
+        return env._env.step(state, env._suite_action(action))[0]
+
+    return reset, step
 
 
 class JumanjiEnv:
@@ -140,15 +158,16 @@ class JumanjiEnv:
         state, timestep = self._env.reset(key)
         return self._observe(timestep.observation), state
 
+    def _reset(self, key):
+        state, timestep = self._env.reset(key)
+        return state, self._observe(timestep.observation)
+
     def step(self, key, state, action, params=None):
         state, timestep = self._env.step(state, self._suite_action(action))
-        reset_state, reset_timestep = self._env.reset(key)
         done = timestep.last()
         final_obs = self._observe(timestep.observation)
-        # Both branches are computed (as under vmap anyway); the reset one where it ended.
-        state, obs = jax.tree.map(lambda new, old: jnp.where(done, new, old),
-                                  (reset_state, self._observe(reset_timestep.observation)),
-                                  (state, final_obs))
+        # The reset (state and observation) is computed only for the envs that ended.
+        state, obs = reset_where(self._reset, done, key, (state, final_obs))
         terminated = done & (timestep.discount == 0)
         truncated = done & (timestep.discount != 0)
         return (obs, state, jnp.asarray(timestep.reward, jnp.float32), terminated, truncated,

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_async.envs.suites.autoreset import reset_where
 from jaxrl_async.errors import ConfigError, UserError
 
 
@@ -61,6 +62,23 @@ def make(env_id: str, benchmark: str | None = None, ruleset: int | None = None, 
         raise UserError(f"xminigrid:{env_id} does not reset: {type(e).__name__}: "
                         f"{_first_line(e)}") from None
     return wrapped, params
+
+
+def direct(env_id: str, **kwargs):
+    """(reset, step) of xminigrid's own API for one env, for `bench --env`'s adapter overhead.
+
+    "Direct" is xminigrid's `reset(params, key)` and `step(params, timestep, action)` alone
+    (the TimeStep, observation included, is the state): no auto-reset.
+    """
+    env, params = make(env_id, **kwargs)
+
+    def reset(key):
+        return env._env.reset(params, key)
+
+    def step(key, timestep, action):
+        return env._env.step(params, timestep, action)
+
+    return reset, step
 
 
 def _ruleset(benchmark: str, index: int):
@@ -111,13 +129,15 @@ class XMiniGridEnv:
         timestep = self._env.reset(params, key)
         return timestep.observation, timestep
 
+    def _restart(self, key, params):
+        return self._env.reset(params, key)
+
     def step(self, key, state, action, params=None):
         params = self.default_params if params is None else params
         timestep = self._env.step(params, state, action)
-        restart = self._env.reset(params, key)
         done = timestep.last()
-        # Both are computed (as under vmap anyway); the restart where the episode ended.
-        state = jax.tree.map(lambda new, old: jnp.where(done, new, old), restart, timestep)
+        # The restart (observation included) is computed only for the envs that ended.
+        state = reset_where(self._restart, done, key, timestep, params)
         terminated = done & (timestep.discount == 0)
         truncated = done & (timestep.discount != 0)
         return (state.observation, state, jnp.asarray(timestep.reward, jnp.float32), terminated,
