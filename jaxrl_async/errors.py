@@ -1,5 +1,7 @@
 """Errors caused by what the user asked for: the CLI prints them on one line and exits 2."""
 
+import contextlib
+
 
 class UserError(Exception):
     """Bad input: a config, an override, an env or a run directory we cannot use."""
@@ -11,6 +13,31 @@ class ConfigError(UserError, ValueError):
 
 class EnvSpecError(UserError, ValueError):
     """An environment whose outputs disagree with its declared spaces or API."""
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (the CLI prints one line)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+@contextlib.contextmanager
+def building_env(name: str, kwargs=None):
+    """Turn what building env `name` raises into one line: a TypeError is `kwargs` the env
+    rejects (ConfigError); anything else (a download offline, a missing file, the env's
+    own failures) an env that cannot be built (UserError). Our own errors pass as they are."""
+    try:
+        yield
+    except UserError:
+        raise
+    except TypeError as e:
+        raise ConfigError(f"env.kwargs {dict(kwargs or {})!r} rejected by {name}: "
+                          f"{first_line(e)}") from None
+    except Exception as e:  # noqa: BLE001  (an env's constructor may raise anything)
+        hint = " (it downloads or reads data when built: offline?)" if isinstance(
+            e, OSError) else ""
+        raise UserError(f"cannot build env {name}{hint}: {type(e).__name__}: "
+                        f"{first_line(e)}") from None
 
 
 def require(ok: bool, key: str, value, requirement: str) -> None:

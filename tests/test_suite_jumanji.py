@@ -269,7 +269,7 @@ def test_sokoban_offline_is_a_one_line_user_error(monkeypatch, tmp_path):
     monkeypatch.setattr(hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(hub.constants, "HF_HUB_CACHE", str(tmp_path))
     message = one_line_error(UserError, "jumanji:Sokoban-v0")
-    assert "cannot build jumanji:Sokoban-v0" in message and "offline" in message
+    assert "cannot build env jumanji:Sokoban-v0" in message and "offline" in message
 
 
 @pytest.mark.parametrize("env_id, kwargs, action, suite_action", [

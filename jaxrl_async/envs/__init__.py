@@ -23,7 +23,7 @@ from jaxrl_async.envs.wrappers import (
     NormalizeObservation,
     VecEnv,
 )
-from jaxrl_async.errors import ConfigError, EnvSpecError, UserError
+from jaxrl_async.errors import ConfigError, EnvSpecError, building_env, first_line
 
 
 # Envs registered from Python (`register`), by name: factory(**kwargs) -> env or (env, params).
@@ -88,7 +88,7 @@ def _import_factory(name: str) -> Callable:
     except Exception as e:  # noqa: BLE001  (any error while importing the user's module)
         raise ConfigError(f"env.name={name!r}: not a suite ({', '.join(suites.SUITES)}) and "
                           f"cannot import {module_name!r}: "
-                          f"{type(e).__name__}: {_first_line(e)}") from None
+                          f"{type(e).__name__}: {first_line(e)}") from None
     factory = module
     for part in attr.split("."):
         factory = getattr(factory, part, None)
@@ -100,14 +100,8 @@ def _import_factory(name: str) -> Callable:
 
 
 def _from_factory(name: str, factory: Callable, kwargs: dict):
-    try:
+    with building_env(repr(name), kwargs):
         made = factory(**kwargs)
-    except TypeError as e:
-        raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by {name!r}: "
-                          f"{_first_line(e)}") from None
-    except Exception as e:  # noqa: BLE001  (the user's factory may raise anything)
-        raise UserError(f"cannot build env {name!r}: {type(e).__name__}: "
-                        f"{_first_line(e)}") from None
     env, params = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
     missing = [m for m in ("reset", "step", "observation_space", "action_space")
                if not callable(getattr(env, m, None))]
@@ -115,11 +109,6 @@ def _from_factory(name: str, factory: Callable, kwargs: dict):
         raise ConfigError(f"env.name={name!r} returned {type(env).__name__}, not a gymnax-API "
                           f"env (no {', '.join(missing)})")
     return env, getattr(env, "default_params", None) if params is None else params
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else ""
 
 
 def _make_gymnax(name: str, **kwargs):
@@ -134,14 +123,8 @@ def _make_gymnax(name: str, **kwargs):
     if name not in gymnax.registered_envs:
         raise ConfigError(f"unknown env {name!r} (a gymnax id, a registered name or "
                           f"module.path:factory; `jaxrl-async envs` lists them)")
-    try:
+    with building_env(repr(name), kwargs):  # MNISTBandit downloads MNIST when built
         env, params = gymnax.make(name, **kwargs)
-    except TypeError as e:
-        raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by {name!r}: "
-                          f"{_first_line(e)}") from None
-    except Exception as e:  # e.g. MNISTBandit downloads MNIST in its constructor
-        raise UserError(f"cannot build env {name!r}: {type(e).__name__}: "
-                        f"{_first_line(e)}") from None
     declared = np.dtype(env.observation_space(params).dtype)
     obs, _ = jax.eval_shape(env.reset, jax.random.key(0), params)
     if np.dtype(obs.dtype) != declared:

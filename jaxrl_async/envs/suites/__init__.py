@@ -27,7 +27,7 @@ import importlib
 import importlib.util
 from typing import NamedTuple
 
-from jaxrl_async.errors import ConfigError
+from jaxrl_async.errors import ConfigError, UserError, first_line
 
 
 class Suite(NamedTuple):
@@ -68,3 +68,14 @@ def make(name: str, **kwargs):
         raise ConfigError(f"unknown {suite} env {env_id!r} (e.g. {suite}:{SUITES[suite].example};"
                           f" `jaxrl-async envs {suite}` lists them)")
     return module.make(env_id, **kwargs)
+
+
+def check_resets(name: str, env, params) -> None:
+    """Trace `env.reset` once: kwargs of the wrong kind fail here, in one line, rather than
+    in the first compile."""
+    import jax
+
+    try:
+        jax.eval_shape(env.reset, jax.random.key(0), params)
+    except Exception as e:  # noqa: BLE001  (the suite's own failures, whatever they are)
+        raise UserError(f"{name} does not reset: {type(e).__name__}: {first_line(e)}") from None

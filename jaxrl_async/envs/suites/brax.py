@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import spaces
 
-from jaxrl_async.envs import _first_line
+from jaxrl_async.errors import first_line
 from jaxrl_async.errors import ConfigError, UserError
 
 # mujoco prints "Failed to import warp" to stdout when its optional GPU backend is absent:
@@ -90,9 +90,9 @@ def make(env_id: str, episode_length: int = 1000, **kwargs):
         env = brax_envs.get_environment(env_id, **kwargs)
     except TypeError as e:
         raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by brax:{env_id}: "
-                          f"{_first_line(e)}") from None
+                          f"{first_line(e)}") from None
     except Exception as e:  # noqa: BLE001  (a model file, a backend: anything may fail)
         raise UserError(f"cannot build env 'brax:{env_id}': {type(e).__name__}: "
-                        f"{_first_line(e)}") from None
+                        f"{first_line(e)}") from None
     adapted = BraxEnv(env, episode_length)
     return adapted, adapted.default_params

@@ -17,7 +17,7 @@ from craftax.craftax_env import make_craftax_env_from_name
 from flax import struct
 from gymnax.environments import spaces
 
-from jaxrl_async.envs import _first_line
+from jaxrl_async.errors import first_line
 from jaxrl_async.errors import ConfigError, UserError
 
 # The names make_craftax_env_from_name builds without auto-reset (craftax keeps no registry).
@@ -89,11 +89,11 @@ def make(env_id: str, **kwargs):
         env = make_craftax_env_from_name(env_id, auto_reset=False)
     except Exception as e:  # noqa: BLE001  (textures, world generation: anything may fail)
         raise UserError(f"cannot build env 'craftax:{env_id}': {type(e).__name__}: "
-                        f"{_first_line(e)}") from None
+                        f"{first_line(e)}") from None
     try:
         params = env.default_params.replace(**kwargs)
     except TypeError as e:
         raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by craftax:{env_id}: "
-                          f"{_first_line(e)}") from None
+                          f"{first_line(e)}") from None
     adapted = CraftaxEnv(env, params)
     return adapted, adapted.default_params

@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.envs.suites.autoreset import reset_where
-from jaxrl_async.errors import ConfigError, UserError
+from jaxrl_async.envs.suites import check_resets
+from jaxrl_async.errors import ConfigError, building_env
 
 # Above this many joint actions a flattened MultiDiscrete space is refused: a policy head
 # of that many logits (and a mask as long, every step) stops being practical.
@@ -63,24 +63,10 @@ def make(env_id: str, **kwargs):
     """(JumanjiEnv, None) for `env_id`; one-line ConfigError / UserError when it cannot be."""
     import jumanji
 
-    try:
+    with building_env(f"jumanji:{env_id}", kwargs):  # Sokoban downloads its levels
         env = jumanji.make(env_id, **kwargs)
-    except TypeError as e:
-        raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by jumanji:{env_id}: "
-                          f"{_first_line(e)}") from None
-    except Exception as e:  # noqa: BLE001  (the suite's own failures, whatever they are)
-        # OSError covers a failed download (Sokoban fetches its levels from the Hugging
-        # Face Hub in its constructor) and a missing file.
-        hint = (" (it downloads or reads data when built: offline?)"
-                if isinstance(e, OSError) else "")
-        raise UserError(f"cannot build jumanji:{env_id}{hint}: {type(e).__name__}: "
-                        f"{_first_line(e)}") from None
     wrapped = JumanjiEnv(env, env_id)
-    try:  # trace reset once: kwargs of the wrong kind fail here, not in the first compile
-        jax.eval_shape(wrapped.reset, jax.random.key(0))
-    except Exception as e:  # noqa: BLE001
-        raise UserError(f"jumanji:{env_id} does not reset: {type(e).__name__}: "
-                        f"{_first_line(e)}") from None
+    check_resets(f"jumanji:{env_id}", wrapped, None)
     return wrapped, None
 
 
@@ -230,8 +216,3 @@ def _box(spec):
     shape = tuple(spec.shape)
     return spaces.Box(np.broadcast_to(low.astype(dtype), shape),
                       np.broadcast_to(high.astype(dtype), shape), shape, dtype)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else ""

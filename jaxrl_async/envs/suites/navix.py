@@ -16,7 +16,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import spaces
 
-from jaxrl_async.envs import _first_line
+from jaxrl_async.errors import first_line
 from jaxrl_async.errors import ConfigError, UserError
 
 # Kwargs navix takes as functions, given by name in a config: the navix module to look in.
@@ -95,9 +95,9 @@ def make(env_id: str, **kwargs):
         env = navix.make(env_id, **kwargs)
     except TypeError as e:
         raise ConfigError(f"env.kwargs {given!r} rejected by navix:{env_id}: "
-                          f"{_first_line(e)}") from None
+                          f"{first_line(e)}") from None
     except Exception as e:  # noqa: BLE001  (a suite's constructor may raise anything)
         raise UserError(f"cannot build env 'navix:{env_id}': {type(e).__name__}: "
-                        f"{_first_line(e)}") from None
+                        f"{first_line(e)}") from None
     adapted = NavixEnv(env)
     return adapted, adapted.default_params

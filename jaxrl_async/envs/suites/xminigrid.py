@@ -19,12 +19,12 @@ is our state and an ended episode restarts from the step's key. Quirks handled h
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.envs.suites.autoreset import reset_where
-from jaxrl_async.errors import ConfigError, UserError
+from jaxrl_async.envs.suites import check_resets
+from jaxrl_async.errors import ConfigError, UserError, building_env, first_line
 
 
 def ids() -> list[str]:
@@ -45,22 +45,12 @@ def make(env_id: str, benchmark: str | None = None, ruleset: int | None = None, 
         raise ConfigError(f"xminigrid:{env_id} needs a rule set: env.kwargs.benchmark=<one of "
                           f"{', '.join(xminigrid.registered_benchmarks())}> (downloaded on "
                           f"first use) and optionally env.kwargs.ruleset=<index>")
-    try:
+    with building_env(f"xminigrid:{env_id}", kwargs):
         env, params = xminigrid.make(env_id, **kwargs)
-    except TypeError as e:
-        raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by xminigrid:{env_id}: "
-                          f"{_first_line(e)}") from None
-    except Exception as e:  # noqa: BLE001  (the suite's own failures, whatever they are)
-        raise UserError(f"cannot build xminigrid:{env_id}: {type(e).__name__}: "
-                        f"{_first_line(e)}") from None
     if xland:
         params = params.replace(ruleset=_ruleset(benchmark, 0 if ruleset is None else ruleset))
     wrapped = XMiniGridEnv(env, params)
-    try:  # trace reset once: params of the wrong kind fail here, not in the first compile
-        jax.eval_shape(wrapped.reset, jax.random.key(0), params)
-    except Exception as e:  # noqa: BLE001
-        raise UserError(f"xminigrid:{env_id} does not reset: {type(e).__name__}: "
-                        f"{_first_line(e)}") from None
+    check_resets(f"xminigrid:{env_id}", wrapped, params)
     return wrapped, params
 
 
@@ -94,7 +84,7 @@ def _ruleset(benchmark: str, index: int):
     except Exception as e:  # noqa: BLE001  (offline: URLError; a partial file: anything)
         raise UserError(f"cannot load xminigrid benchmark {benchmark!r} (downloaded from the "
                         f"Hugging Face Hub into {benchmarks.DATA_PATH} on first use: offline?): "
-                        f"{type(e).__name__}: {_first_line(e)}") from None
+                        f"{type(e).__name__}: {first_line(e)}") from None
     count = rulesets.num_rulesets()
     if not 0 <= index < count:
         raise ConfigError(f"env.kwargs.ruleset={index!r}: benchmark {benchmark!r} has "
@@ -142,8 +132,3 @@ class XMiniGridEnv:
         truncated = done & (timestep.discount != 0)
         return (state.observation, state, jnp.asarray(timestep.reward, jnp.float32), terminated,
                 truncated, {"final_observation": timestep.observation})
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else ""
