@@ -73,6 +73,15 @@ def ids() -> list[str]:
     return sorted(brax_envs._envs)  # brax's registry (get_environment reads it)
 
 
+def direct(env_id: str, episode_length: int = 1000, **kwargs):
+    """(reset, step) of brax's own API for one env, for `bench` to weigh the adapter against:
+    "direct" is brax's `env.reset(key)` and plain `env.step(state, action)`, no time limit
+    and no reset (brax resets only through its training wrappers, which are not used)."""
+    del episode_length  # the adapter's time limit; brax's own step has none
+    env = brax_envs.get_environment(env_id, **kwargs)
+    return env.reset, lambda key, state, action: env.step(state, action)
+
+
 def make(env_id: str, episode_length: int = 1000, **kwargs):
     """(env, params) for brax's `env_id`; `episode_length` is the time limit, the other
     kwargs go to the env's constructor (e.g. backend="positional")."""

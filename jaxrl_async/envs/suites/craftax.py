@@ -82,6 +82,22 @@ def ids() -> list[str]:
     return list(IDS)
 
 
+def direct(env_id: str, **kwargs):
+    """(reset, step) of Craftax's own API for one env, for `bench` to weigh the adapter
+    against: "direct" is Craftax's auto-resetting env's `reset(key, params)` and
+    `step(key, state, action, params)` (its reset drawn every step, selected where done)."""
+    params = make(env_id, **kwargs)[1].suite  # the kwargs checked as the adapter checks them
+    env = make_craftax_env_from_name(env_id, auto_reset=True)
+
+    def reset(key):
+        return env.reset(key, params)[1]
+
+    def step(key, state, action):
+        return env.step(key, state, action, params)[1]
+
+    return reset, step
+
+
 def make(env_id: str, **kwargs):
     """(env, params) for craftax's `env_id`; kwargs replace fields of craftax's EnvParams
     (e.g. max_timesteps, day_length)."""
