@@ -17,6 +17,7 @@ from flax import struct
 from gymnax.environments import spaces
 
 from jaxrl_async.envs import _first_line
+from jaxrl_async.envs.suites._reset import reset_where
 from jaxrl_async.errors import ConfigError, UserError
 
 
@@ -60,10 +61,11 @@ class BraxEnv:
         truncated = jnp.logical_and(t >= params.max_steps_in_episode, ~terminated)
         done = jnp.logical_or(terminated, truncated)
         final_obs = stepped.obs.astype(jnp.float32)
-        reset_obs, reset_state = self.reset(key, params)
-        next_state = jax.tree.map(lambda new, old: jnp.where(done, new, old),
-                                  reset_state, BraxState(stepped, t))
-        obs = jnp.where(done, reset_obs, final_obs)
+        # Resets only where an episode ended (`reset_where`): brax's pipeline init costs
+        # 15-25% of a step. Chunks of 1/8 of the envs: on a CPU a small batch of brax's
+        # many small ops costs nearly what a big one does.
+        obs, next_state = reset_where(self.reset, done, (key,),
+                                      (final_obs, BraxState(stepped, t)), divisor=8)
         reward = jnp.asarray(stepped.reward, jnp.float32)  # some envs return a Python float
         info = {**stepped.metrics, "final_observation": final_obs}
         return obs, next_state, reward, terminated, truncated, info
