@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_async.bench import has_direct
 from jaxrl_async.envs import suites
 from jaxrl_async.envs.spec import check_env
 from jaxrl_async.errors import ConfigError
@@ -137,3 +138,16 @@ def test_one_line_errors():
         with pytest.raises(ConfigError, match=match) as info:
             suites.make(name, **kwargs)
         assert "\n" not in str(info.value)
+
+
+def test_direct_is_craftax_own_auto_resetting_env(classic):
+    """`direct` (bench's suite-API baseline): Craftax's auto-reset env, one env, jitted."""
+    env, params, keys, *_ = classic
+    assert has_direct("craftax:Craftax-Classic-Symbolic-v1")
+    reset, step = suites.adapter("craftax").direct("Craftax-Classic-Symbolic-v1",
+                                                   max_timesteps=LIMIT)
+    state = jax.jit(reset)(keys[0])
+    stepped = jax.jit(step)(keys[1], state, jnp.int32(NOOP))
+    assert int(stepped.timestep) == 1 and stepped.map.shape == state.map.shape
+    # The adapter's reset draws the same world from the same key.
+    np.testing.assert_array_equal(state.map, env.reset(keys[0], params)[1].map)

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_async.bench import has_direct
 from jaxrl_async.envs import suites
 from jaxrl_async.envs.spec import check_env
 from jaxrl_async.errors import ConfigError
@@ -135,3 +136,16 @@ def test_reset_and_step_states_have_the_same_types(empty):
     stepped = jax.eval_shape(env.step, keys[1], state, jnp.int32(0), params)[1]
     assert [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(state)] == \
         [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(stepped)]
+
+
+def test_direct_is_navix_own_reset_and_step(empty):
+    """`direct` (bench's suite-API baseline): navix's reset and step, one env, jitted."""
+    env, params, keys, _ = empty
+    assert has_direct("navix:Navix-Empty-5x5-v0")
+    reset, step = suites.adapter("navix").direct("Navix-Empty-5x5-v0", max_steps=LIMIT)
+    timestep = jax.jit(reset)(keys[0])
+    stepped = jax.jit(step)(keys[1], timestep, jnp.int32(FORWARD))
+    assert timestep.observation.shape == stepped.observation.shape \
+        == env.observation_space(params).shape
+    np.testing.assert_array_equal(
+        stepped.observation, env.env.step(env.env.reset(keys[0]), FORWARD).observation)

@@ -27,8 +27,16 @@ from jax.custom_batching import custom_vmap
 CHUNK = 1 / 16
 
 
-def reset_where(reset, done, key, state, *args):
-    """`reset(key, *args)` where `done`, else `state` (same structure), for one env."""
+def reset_where(reset, done, key, state, *args, fraction: float = CHUNK):
+    """`reset(key, *args)` where `done`, else `state` (same structure), for one env.
+
+    `state` takes the reset's types (a weakly typed or Python-float leaf is cast), so a
+    state keeps its types from step to step. Batched, the ended envs are reset `fraction`
+    of the batch at a time: larger for a suite whose small batches of many small ops cost
+    nearly what a big one does (brax on a CPU).
+    """
+    types = jax.eval_shape(reset, key, *args)
+    state = jax.tree.map(lambda x, t: jnp.asarray(x, t.dtype), state, types)
 
     @custom_vmap
     def one(done, key, state, args):
@@ -37,7 +45,7 @@ def reset_where(reset, done, key, state, *args):
     @one.def_vmap
     def batched(axis_size, in_batched, done, key, state, args):
         operands = _broadcast(axis_size, in_batched, (done, key, state, args))
-        return _flat(reset)(*operands), jax.tree.map(lambda _: True, state)
+        return _flat(reset, fraction)(*operands), jax.tree.map(lambda _: True, state)
 
     return one(done, key, state, args)
 
@@ -48,13 +56,13 @@ def _broadcast(size, in_batched, tree):
                         tree, tuple(in_batched))
 
 
-def _flat(reset):
+def _flat(reset, fraction: float):
     """`reset_where` over a flat batch (leading axis of every operand); a vmap over it
     (an outer batch) folds into the same flat batch."""
 
     @custom_vmap
     def flat(done, keys, state, args):
-        return _compact(reset, done, keys, state, args)
+        return _compact(reset, done, keys, state, args, fraction)
 
     @flat.def_vmap
     def outer(axis_size, in_batched, done, keys, state, args):
@@ -67,10 +75,10 @@ def _flat(reset):
     return flat
 
 
-def _compact(reset, done, keys, state, args):
+def _compact(reset, done, keys, state, args, fraction: float):
     """Reset the envs of a flat batch that ended, a chunk of them at a time."""
     size = done.shape[0]
-    chunk = max(1, math.ceil(size * CHUNK))
+    chunk = max(1, math.ceil(size * fraction))
     fresh_all = jax.vmap(reset)
     # Earlier envs score higher; 0 marks one that needs no reset (or no longer does).
     rank = jnp.arange(size, 0, -1, dtype=jnp.int32)

@@ -80,6 +80,14 @@ def ids() -> list[str]:
     return sorted(navix.registry())
 
 
+def direct(env_id: str, **kwargs):
+    """(reset, step) of navix's own API for one env, for `bench` to weigh the adapter against:
+    "direct" is navix's `env.reset(key)` and `env.step(timestep, action)`, with navix's
+    deferred reset (from the key in its state; the step's key is unused)."""
+    env = make(env_id, **kwargs)[0].env
+    return env.reset, lambda key, timestep, action: env.step(timestep, action)
+
+
 def make(env_id: str, **kwargs):
     """(env, params) for navix's `env_id`; kwargs go to `navix.make` (e.g. max_steps,
     which navix defaults to 100; observation_fn="rgb" names a navix.observations one)."""
