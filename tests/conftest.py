@@ -30,7 +30,8 @@ def cli():
 # The files with the longest runs (learning over seeds, subprocesses on forced devices), longest
 # first. `make test` hands whole files to two workers in collection order, so starting these
 # first keeps one worker from ending alone on a long file.
-LONG_FIRST = ("test_sac.py", "test_dqn.py", "test_distributed.py", "test_multidevice.py",
+LONG_FIRST = ("test_suite_craftax.py", "test_sac.py", "test_suite_jumanji.py", "test_dqn.py",
+              "test_suite_xminigrid.py", "test_suite_brax.py", "test_distributed.py", "test_multidevice.py",
               "test_split.py", "test_pipeline.py", "test_train.py", "test_checkpoint.py",
               "test_impala.py", "test_seeds.py", "test_custom_env.py")
 
