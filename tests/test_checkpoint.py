@@ -209,7 +209,9 @@ def test_resume_refuses_changes_outside_the_resumable_keys(tmp_path):
         jaxrl_async.resume(run_dir, ["agent.learning_rate=0.1"])
     # A hand-edited config.yaml that changes the state's shapes is caught the same way.
     config_yaml = run_dir / "config.yaml"
-    config_yaml.write_text(config_yaml.read_text().replace("- 16\n", "- 32\n"))
+    text = config_yaml.read_text()
+    at = text.index("hidden_sizes:")
+    config_yaml.write_text(text[:at] + text[at:].replace("- 16\n", "- 32\n", 1))
     with pytest.raises(ConfigError, match="cannot change agent.hidden_sizes") as info:
         jaxrl_async.resume(run_dir, ["train.total_steps=8192"])
     assert "\n" not in str(info.value)

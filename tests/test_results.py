@@ -92,7 +92,7 @@ def test_a_failed_config_is_a_row_that_says_why():
               "compile_seconds": [], "wall_seconds": [], "png": None,
               "error": "seed 0: TypeError: a | b"}
     table = results.render({"a": ok, "b": failed})
-    assert "| `a` | E | ppo | 10 | 2 | 1.00 ± 0.00 (1 of 2 seeds) | 6 | 1.5 | 4 |" in table
-    assert "| `b` | E | ppo | 10 | 0 | **failed** (seed 0: TypeError: a / b); - | - | - | - |" \
+    assert "| `a` | E | ppo | 10 | 2 | 1.00 ± 0.00 (1 of 2 seeds) | - | 6 | 1.5 | 4 |" in table
+    assert "| `b` | E | ppo | 10 | 0 | **failed** (seed 0: TypeError: a / b); - | - | - | - | - |" \
         in table
     assert "results_a.png" in table and "### b" not in table

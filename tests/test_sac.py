@@ -303,7 +303,10 @@ def test_learn_on_two_devices_equals_one_device_on_the_whole_batch():
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     for (p1, p2), (q1, q2), (l1, l2) in zip(out["params"], out["priorities"], out["loss"]):
-        np.testing.assert_allclose(p2, p1, rtol=0, atol=1e-5)
+        # Two devices average their shards' gradients after differentiating: the same sum
+        # in another order. Adam turns a rounding difference in a near-zero gradient into a
+        # step of up to the learning rate (3e-4): a few parameters differ by ~1e-4.
+        np.testing.assert_allclose(p2, p1, rtol=0, atol=5e-4)
         np.testing.assert_allclose(q2, q1, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(l2, l1, rtol=1e-5, atol=1e-6)
     first, last = np.asarray(out["params"][0][0]), np.asarray(out["params"][-1][0])
