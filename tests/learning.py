@@ -30,3 +30,38 @@ def assert_learns(result, threshold: float, min_passing: int):
                f"{len(returns)} reach {threshold} (need {min_passing} and the median)")
     assert passing >= min_passing and np.nanmedian(returns) >= threshold, message
     return returns
+
+
+def random_return(env_name: str, kwargs: dict, num_envs: int = 64, steps: int = 1000,
+                  seed: int = 0) -> tuple[float, int]:
+    """(mean return, episodes) of the episodes that uniformly random actions complete in
+    `steps` steps of `num_envs` envs: the baseline a learning test must clearly beat,
+    measured on the batched env the trainer steps (episode statistics included), in one
+    jitted scan."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrl_async import envs
+
+    env, params = envs.make(env_name, **kwargs)
+    batched = envs.make_batched(env)
+    sample = jax.vmap(env.action_space(params).sample)
+
+    @jax.jit
+    def run(key):
+        key, reset_key = jax.random.split(key)
+        _, state = batched.reset(jax.random.split(reset_key, num_envs), params)
+
+        def step(state, key):
+            keys = jax.random.split(key, 2 * num_envs)
+            _, state, _, _, _, info = batched.step(keys[num_envs:], state,
+                                                   sample(keys[:num_envs]), params)
+            done = info["episode_done"]
+            return state, (jnp.sum(jnp.where(done, info["episode_return"], 0.0)),
+                           jnp.sum(done))
+
+        _, (total, count) = jax.lax.scan(step, state, jax.random.split(key, steps))
+        return total.sum(), count.sum()
+
+    total, count = jax.device_get(run(jax.random.key(seed)))
+    return float(total) / max(int(count), 1), int(count)
