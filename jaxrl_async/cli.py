@@ -64,8 +64,13 @@ def _envs(args) -> int:
     """Without a suite: the gymnax ids with their spaces, then every suite, whether it
     is installed and its ids. With one (`envs brax`, `envs gymnax`): that suite's ids
     with their spaces (each env is built: a few seconds per suite)."""
+    import os
+
     from jaxrl_async.envs import make, registered_envs, suites
 
+    # A listing never downloads: an env whose data is not cached (Sokoban's levels) is
+    # listed as unavailable at once, not after half a minute of retries offline.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.suite not in (None, "gymnax", *suites.SUITES):
         raise UserError(f"unknown suite {args.suite!r} (gymnax, {', '.join(suites.SUITES)})")
     if args.suite in (None, "gymnax"):

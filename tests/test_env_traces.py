@@ -1,4 +1,5 @@
-"""Every gymnax env traces inside the pipeline's shard_map as gymnax wrote it."""
+"""Every gymnax env, and one env of every suite on its default settings, traces inside
+the pipeline's shard_map (tracing only: a type error there is a trace-time error)."""
 
 import jax
 import pytest
@@ -7,8 +8,16 @@ import jaxrl_async
 from jaxrl_async.build import build_pipeline
 from jaxrl_async.envs import registered_envs
 
+# brax's default backend (generalized) carries constants through its contact solver and
+# mass-matrix loops that shard_map's varying-type check rejected; navix, craftax, every
+# xminigrid id and most jumanji ids likewise. The pipeline now runs unchecked.
+SUITE_ENVS = ["brax:inverted_pendulum", "jumanji:Snake-v1",
+              "craftax:Craftax-Classic-Symbolic-v1", "navix:Navix-Empty-5x5-v0",
+              "xminigrid:MiniGrid-Empty-5x5"]
 
-@pytest.mark.parametrize("name", [n for n in registered_envs() if "MNIST" not in n])
+
+@pytest.mark.parametrize("name", [n for n in registered_envs() if "MNIST" not in n]
+                         + SUITE_ENVS)
 def test_every_env_traces_inside_the_pipeline(name):
     config = jaxrl_async.load_config("ppo_cartpole", [
         f"env.name={name}", "env.num_envs=2", "pipeline.rollout_len=2",
