@@ -147,3 +147,16 @@ def test_ppo_learns_to_balance_the_pendulum_by_name():
         "agent.reward_scale=1.0", "train.total_steps=65536", "train.log_every=8192",
         "train.num_seeds=3", "train.progress=false"])
     assert_learns(jaxrl_async.train(config), 150.0, min_passing=3)
+
+
+def test_direct_is_brax_own_reset_and_plain_step(pendulum):
+    """`direct` (bench's suite-API baseline): brax's reset and step, one env, jitted."""
+    env, _ = pendulum
+    assert has_direct("brax:inverted_pendulum")
+    reset, step = suites.adapter("brax").direct("inverted_pendulum", episode_length=LIMIT)
+    key = jax.random.key(0)
+    state = jax.jit(reset)(key)
+    stepped = jax.jit(step)(key, state, jnp.ones(1))
+    assert state.obs.shape == stepped.obs.shape == env.observation_space().shape
+    np.testing.assert_allclose(stepped.obs, env.env.step(env.env.reset(key), jnp.ones(1)).obs,
+                               rtol=1e-5, atol=1e-6)
