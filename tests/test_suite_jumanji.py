@@ -277,12 +277,14 @@ def test_sokoban_offline_is_a_one_line_user_error(monkeypatch, tmp_path):
     ("Tetris-v0", {}, 13, [1, 3]),  # joint index 13 of (4 rotations, 10 columns)
 ])
 def test_direct_is_the_suites_own_reset_and_step(env_id, kwargs, action, suite_action):
-    """`direct` (bench's adapter-overhead baseline): jumanji's reset and step for one env
-    under jit, our joint action split into jumanji's own."""
+    """`direct` (bench's adapter-overhead baseline): jumanji's reset and the step of its
+    own AutoResetWrapper for one env under jit, our joint action split into jumanji's."""
+    from jumanji.wrappers import AutoResetWrapper
+
     reset, step = suites.adapter("jumanji").direct(env_id, **kwargs)
     key = jax.random.key(0)
     state = jax.jit(step)(key, jax.jit(reset)(key), jnp.int32(action))
-    suite = jumanji.make(env_id, **kwargs)
+    suite = AutoResetWrapper(jumanji.make(env_id, **kwargs), next_obs_in_extras=True)
     expected, _ = suite.step(suite.reset(key)[0], jnp.asarray(suite_action, jnp.int32))
     assert type(state) is type(expected)
     assert_trees_equal(jax.random.key_data(state.key), jax.random.key_data(expected.key))

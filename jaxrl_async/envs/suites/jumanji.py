@@ -73,16 +73,20 @@ def make(env_id: str, **kwargs):
 def direct(env_id: str, **kwargs):
     """(reset, step) of jumanji's own API for one env, for `bench --env`'s adapter overhead.
 
-    "Direct" is jumanji's `reset(key)` and `step(state, action)` alone: no auto-reset, no
-    observation dict, and our joint action split into jumanji's MultiDiscrete one.
+    "Direct" is jumanji's `reset(key)` and the step of its own `AutoResetWrapper` (the
+    final observation kept in extras, as the adapter keeps it): what a loop stepping
+    jumanji itself would run. Our joint action is split into jumanji's MultiDiscrete one.
     """
+    from jumanji.wrappers import AutoResetWrapper
+
     env, _ = make(env_id, **kwargs)
+    auto = AutoResetWrapper(env._env, next_obs_in_extras=True)
 
     def reset(key):
-        return env._env.reset(key)[0]
+        return auto.reset(key)[0]
 
     def step(key, state, action):
-        return env._env.step(state, env._suite_action(action))[0]
+        return auto.step(state, env._suite_action(action))[0]
 
     return reset, step
 
