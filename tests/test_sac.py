@@ -318,8 +318,7 @@ def test_learn_on_two_devices_equals_one_device_on_the_whole_batch():
 # [-158, -164, -135, -210, -179, -163, -226, -148]; 15 of 16 seeds reach -250 (at 8k
 # steps 12 of 16, at 12k 15 of 16). Six seeds, four to pass and the median.
 @pytest.mark.slow
-@pytest.mark.parametrize("prng", ["auto", "threefry2x32"])
-def test_sac_solves_pendulum(prng):
+def test_sac_solves_pendulum(prng="auto"):
     import jaxrl_async
 
     result = jaxrl_async.train(jaxrl_async.load_config("sac_pendulum", [
@@ -337,8 +336,9 @@ def test_sac_solves_pendulum(prng):
 # observations (it stored them normalised with the statistics of the moment), seeds 0-3
 # ended at [-1459, -985, -571, -589] here. Now, seeds 0-15 in one program: 16 of 16 >= -250
 # at every log point from 5k to 10k steps under both PRNGs (at 4k: 14 and 15 of 16; at 6k
-# the median is -165 and -123, the worst -206 and -226). Six seeds at 6k, five to pass; the
-# PRNG perturbation runs on the shipped config above (the suite's time).
+# the median is -165 and -123, the worst -206 and -226). Six seeds at 6k, five to pass,
+# under threefry2x32: the shipped config above runs the default PRNG, so SAC's learning
+# is checked under both without a third run (the suite's time).
 OTHER_LIBRARY = ["env.num_envs=1", "pipeline.rollout_len=1", "agent.updates_per_tick=1",
                  "replay.batch_size=256", "replay.capacity=10000",
                  "replay.learning_starts=256", "agent.learning_rate=0.01", "agent.tau=0.02",
@@ -348,7 +348,7 @@ OTHER_LIBRARY = ["env.num_envs=1", "pipeline.rollout_len=1", "agent.updates_per_
 
 
 @pytest.mark.slow
-def test_sac_learns_pendulum_at_another_librarys_settings(prng="auto"):
+def test_sac_learns_pendulum_at_another_librarys_settings(prng="threefry2x32"):
     import jaxrl_async
 
     result = jaxrl_async.train(jaxrl_async.load_config(

@@ -44,9 +44,9 @@ SCRIPT = textwrap.dedent("""
         return out
 
     arrays = {}
-    for name, config_name, overrides in (("ppo", "ppo_cartpole", PPO),
-                                         ("dqn", "dqn_cartpole", DQN)):
-        for lag in (1, 2):
+    for name, config_name, overrides, lags in (("ppo", "ppo_cartpole", PPO, (1, 2)),
+                                               ("dqn", "dqn_cartpole", DQN, (1,))):
+        for lag in lags:
             for placement, where in PLACEMENTS.items():
                 result = jaxrl_async.train(jaxrl_async.load_config(
                     config_name, overrides + COMMON + where + [f"pipeline.lag={lag}"]))
@@ -74,8 +74,8 @@ def _run(states, prefix):
     return {k[len(prefix):]: v for k, v in states.items() if k.startswith(prefix)}
 
 
-@pytest.mark.parametrize("algo", ["ppo", "dqn"])
-@pytest.mark.parametrize("lag", [1, 2])
+# PPO at lags 1 and 2; DQN at lag 1 (the lag queue is the same code for every agent).
+@pytest.mark.parametrize("algo, lag", [("ppo", 1), ("ppo", 2), ("dqn", 1)])
 def test_split_and_fused_end_in_the_same_state(states, algo, lag):
     fused = _run(states, f"{algo}/{lag}/fused/")
     split = _run(states, f"{algo}/{lag}/split/")
