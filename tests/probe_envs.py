@@ -144,8 +144,8 @@ def walk_rollout(make_agent, T=16, B=4):
     agent = make_agent(BuildContext(check_env(env, params), B, T, 1, axis_name=AXIS))
     pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params, T, B)
     state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
-    _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state, state.obs,
-                                              jax.random.PRNGKey(1))
+    _, _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state,
+                                                 state.obs, state.memory, jax.random.PRNGKey(1))
     return pipeline, state, traj
 
 
