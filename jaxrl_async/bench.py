@@ -141,7 +141,7 @@ def measure_env_only(config: Config, seconds: float, repeats: int, direct: bool 
 
     configure_compile_cache(config.train.compile_cache)
     num_envs, steps = config.env.num_envs, config.pipeline.rollout_len
-    env, params = envs_lib.make(config.env.name, **config.env.kwargs)
+    env, params = envs_lib.resolve(config.env)
     space = env.action_space(params)
     sample = jax.vmap(space.sample)
     split = jax.vmap(jax.random.split)

@@ -151,15 +151,6 @@ def summarize(returns, lengths) -> dict:
             "eval_length_mean": float(np.mean(np.asarray(lengths, np.float64)))}
 
 
-def resolve_env(config: Config, env=None, env_params=None):
-    """(env, env_params) as training resolves them: `env` if given, else config.env.name."""
-    if env is None:
-        env, default_params = envs_lib.make(config.env.name, **config.env.kwargs)
-    else:
-        default_params = getattr(env, "default_params", None)
-    return env, default_params if env_params is None else env_params
-
-
 class Evaluation:
     """An evaluator compiled once for one device, run on training states.
 
@@ -172,7 +163,7 @@ class Evaluation:
     def __init__(self, config: Config, agent: Agent, env=None, env_params=None,
                  eval_config: EvalConfig | None = None, seed: int | None = None,
                  impl: str | None = None, device=None):
-        env, env_params = resolve_env(config, env, env_params)
+        env, env_params = envs_lib.resolve(config.env, env, env_params)
         self.config = config.eval if eval_config is None else eval_config
         self.seed = config.train.seed if seed is None else seed
         self.impl = config.prng_impl if impl is None else impl
