@@ -38,7 +38,7 @@ from jax.sharding import PartitionSpec as P
 from jaxrl_async.offpolicy import make_replay_stage
 from jaxrl_async.rollout import env_keys, make_rollout
 from jaxrl_async.sharding import AXIS, make_mesh
-from jaxrl_async.types import Agent, NStepTransition
+from jaxrl_async.types import Agent
 
 
 @struct.dataclass
@@ -266,16 +266,13 @@ def make_init(agent: Agent, env, env_params, rollout: Callable, rollout_len: int
     """init(key) -> PipelineState: reset the envs, initialise the learner, fill the
     parameter queue with the initial parameters, and prefill what the first tick
     consumes (not counted in env_steps): at lag >= 1 on-policy, one rollout in flight;
-    off-policy, an empty replay per device and a first window of T + n - 1 steps."""
+    off-policy, an empty replay per device and a first window of T + n - 1 steps
+    (T + L - stride for sequences)."""
 
     def init_replay(params, env_state, obs, memory, key):
         env_state, obs, memory, window, _ = rollout(params, env_state, obs, memory, key,
-                                                    length=rollout_len + stage.n_step - 1)
-        zeros = lambda x: jnp.zeros(x.shape[2:], x.dtype)  # noqa: E731
-        example = NStepTransition(jax.tree.map(zeros, window.obs), zeros(window.action),
-                                  jnp.float32(0), jnp.float32(0),
-                                  jax.tree.map(zeros, window.obs))
-        replay = jax.tree.map(lambda x: x[None], stage.init(example))
+                                                    length=rollout_len + stage.carried)
+        replay = jax.tree.map(lambda x: x[None], stage.init(stage.example(window)))
         return env_state, obs, memory, replay, window
 
     def init(key):

@@ -102,6 +102,11 @@ class ReplayUse(NamedTuple):
     n_step: int = 1  # transitions stored as n-step returns (offpolicy.nstep_transitions)
     gamma: float = 0.99  # the discount of those returns
     updates_per_tick: int = 1  # learner updates (sampled batches) per tick
+    # > 0: the replay stores sequences of this many steps with their first carry instead of
+    # n-step transitions (replay/sequences.py, R2D2); consecutive ones overlap by
+    # `sequence_overlap` steps
+    sequence_length: int = 0
+    sequence_overlap: int = 0
 
 
 class ActorClock(NamedTuple):
