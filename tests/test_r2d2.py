@@ -81,10 +81,10 @@ def test_burn_in_steps_carry_no_gradient(small_net):
     config, net, params, target = small_net
     seq = time_major(random_sequences(2)._replace(episode_start=jnp.zeros((B, L), bool)))
     weights = jnp.ones(B)
+    loss_of = jax.jit(lambda seq: sequence_loss(net, config, params, target, seq, weights)[0])
 
     def loss(obs, carry):
-        return sequence_loss(net, config, params, target, seq._replace(obs=obs, carry=carry),
-                             weights)[0]
+        return loss_of(seq._replace(obs=obs, carry=carry))
 
     g_obs, g_carry = jax.jit(jax.grad(loss, argnums=(0, 1)))(seq.obs, seq.carry)
     K = config.burn_in
@@ -92,34 +92,35 @@ def test_burn_in_steps_carry_no_gradient(small_net):
     assert np.all(np.abs(np.asarray(g_obs[K:])).sum(axis=(1, 2)) > 0)
     assert np.all(np.asarray(g_carry) == 0.0)
     # ...while the burn-in does set the carry the trained steps start from.
-    assert not np.isclose(float(loss(seq.obs, seq.carry)), float(loss(seq.obs, seq.carry + 1.0)))
+    assert not np.isclose(float(loss_of(seq)), float(loss_of(seq._replace(carry=seq.carry + 1))))
     # Rewards and flags of burn-in steps are not targets.
-    other = seq._replace(reward=seq.reward.at[:K].add(5.0), terminated=seq.terminated.at[:K].set(True))
-    same = sequence_loss(net, config, params, target, other, weights)
-    np.testing.assert_array_equal(same[0], sequence_loss(net, config, params, target, seq,
-                                                         weights)[0])
+    other = seq._replace(reward=seq.reward.at[:K].add(5.0),
+                         terminated=seq.terminated.at[:K].set(True))
+    np.testing.assert_array_equal(loss_of(other), loss_of(seq))
 
 
 def test_priorities_are_eta_max_plus_mean_of_the_trained_steps_td(small_net):
-    """The priority of each sequence against numpy, from its per-step TD errors; the TD
-    errors of one sequence do not depend on the others in the batch."""
+    """A sequence's priority is 0.9 max + 0.1 mean of its trained steps' |TD| (eta 1 and 0
+    give the two parts), whatever else is in the batch."""
     config, net, params, target = small_net
     seq = time_major(random_sequences(3))
-    weights = jnp.ones(B)
-    _, (metrics, priorities) = sequence_loss(net, config, params, target, seq, weights)
-    td_rows = []
-    for b in range(B):  # each sequence alone: its TD errors through sequence_priority(eta=1/0)
-        one = jax.tree.map(lambda x: x[:, b:b + 1], seq._replace(carry=None))._replace(
-            carry=seq.carry[b:b + 1])
-        hi = sequence_loss(net, dataclasses.replace(config, priority_eta=1.0), params,
-                           target, one, jnp.ones(1))[1][1]
-        lo = sequence_loss(net, dataclasses.replace(config, priority_eta=0.0), params,
-                           target, one, jnp.ones(1))[1][1]
-        td_rows.append((float(hi[0]), float(lo[0])))
-    td_max, td_mean = np.array(td_rows).T
-    want = 0.9 * td_max + 0.1 * td_mean
-    np.testing.assert_allclose(priorities, want, rtol=1e-5)
-    np.testing.assert_allclose(metrics["td_abs_mean"], td_mean.mean(), rtol=1e-5)
+
+    @jax.jit
+    def priorities(seq, weights):
+        return [sequence_loss(net, dataclasses.replace(config, priority_eta=eta), params,
+                              target, seq, weights)[1] for eta in (0.9, 1.0, 0.0)]
+
+    (metrics, got), (_, td_max), (_, td_mean) = priorities(seq, jnp.ones(B))
+    np.testing.assert_allclose(got, 0.9 * np.asarray(td_max) + 0.1 * np.asarray(td_mean),
+                               rtol=1e-5)
+    np.testing.assert_allclose(metrics["td_abs_mean"], np.mean(td_mean), rtol=1e-5)
+    assert np.all(np.asarray(td_max) > np.asarray(td_mean))
+    # The batch reversed and weighted differently: each sequence keeps its priority.
+    flipped = seq._replace(**{k: jax.tree.map(lambda x: x[:, ::-1], v)
+                              for k, v in seq._asdict().items() if k != "carry"},
+                           carry=seq.carry[::-1])
+    np.testing.assert_allclose(priorities(flipped, jnp.linspace(0.1, 1, B))[0][1], got[::-1],
+                               rtol=1e-5)
 
 
 def test_sequences_are_cut_across_ticks_with_their_stored_carry():
@@ -143,10 +144,11 @@ def test_sequences_are_cut_across_ticks_with_their_stored_carry():
     assert stage.carried == overlap  # the window keeps the last L - stride steps
     window = jax.tree.map(lambda x: x[:T + stage.carried], stream)
     replay = stage.init(stage.example(window))
+    store, advance = jax.jit(stage.store), jax.jit(stage.advance)
     for i in range(n_ticks):
-        replay = stage.store(replay, window)
-        nxt = jax.tree.map(lambda x: x[T + stage.carried + i * T:][:T], stream)
-        window = stage.advance(window, nxt)
+        replay = store(replay, window)
+        window = advance(window, jax.tree.map(lambda x: x[T + stage.carried + i * T:][:T],
+                                              stream))
     stride = length - overlap
     count = n_ticks * (T // stride) * 2
     assert int(replay.ring.size) == count
