@@ -202,7 +202,7 @@ DEVICES_SCRIPT = textwrap.dedent("""
     import json
     import jax, jax.numpy as jnp, numpy as np
     from jax.flatten_util import ravel_pytree
-    from jax.sharding import PartitionSpec as P
+    from jax.sharding import NamedSharding, PartitionSpec as P
     import jaxrl_async
     from jaxrl_async.build import build_pipeline
     from jaxrl_async.replay import prioritized
@@ -227,11 +227,13 @@ DEVICES_SCRIPT = textwrap.dedent("""
                                 np.full(16, 1 / 16, np.float32), weights)
     learner = jax.tree.map(np.asarray, state.learner)
     for devices in (1, 2):
-        _, agent = build_pipeline(config, mesh=make_mesh(devices))
-        learn = jax.jit(jax.shard_map(agent.learn, mesh=make_mesh(devices),
-                                      in_specs=(P(), P(AXIS), P()),
+        mesh = make_mesh(devices)
+        _, agent = build_pipeline(config, mesh=mesh)
+        learn = jax.jit(jax.shard_map(agent.learn, mesh=mesh, in_specs=(P(), P(AXIS), P()),
                                       out_specs=(P(), P(), P(AXIS)), check_vma=False))
-        new, metrics, priorities = learn(learner, sample, jax.random.key(0))
+        on = lambda tree, spec: jax.device_put(tree, NamedSharding(mesh, spec))
+        new, metrics, priorities = learn(on(learner, P()), on(sample, P(AXIS)),
+                                         jax.random.key(0))
         out[devices] = {"params": np.asarray(ravel_pytree(new.params)[0]).tolist(),
                         "loss": float(metrics["loss"]),
                         "priorities": np.asarray(priorities).tolist()}
