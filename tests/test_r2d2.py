@@ -164,7 +164,8 @@ def test_sequences_are_cut_across_ticks_with_their_stored_carry():
 
 TINY = ["env.num_envs=4", "pipeline.rollout_len=8", "agent.sequence_length=8",
         "agent.sequence_overlap=4", "agent.burn_in=2", "agent.hidden_sizes=[8]",
-        "agent.memory_size=8", "replay.capacity=256", "replay.batch_size=8",
+        "agent.memory_size=8", "agent.updates_per_tick=2", "replay.capacity=256",
+        "replay.batch_size=8",
         "replay.learning_starts=128", "train.total_steps=1536", "train.log_every=512",
         "train.progress=false", "pipeline.lag=1"]
 
