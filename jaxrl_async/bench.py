@@ -113,18 +113,20 @@ def measure_ceiling(config: Config, seconds: float, repeats: int) -> dict:
     pipeline, _ = build_pipeline(config)
 
     def body(carry):
-        env_state, obs, key, episodes, params = carry
+        env_state, obs, memory, key, episodes, params = carry
         key, rollout_key = jax.random.split(key)
-        env_state, obs, _, stats = pipeline.rollout(params, env_state, obs, rollout_key)
-        return env_state, obs, key, episodes + stats["episodes"], params
+        env_state, obs, memory, _, stats = pipeline.rollout(params, env_state, obs, memory,
+                                                            rollout_key)
+        return env_state, obs, memory, key, episodes + stats["episodes"], params
 
     start = time.perf_counter()
     key = jax.random.key(config.train.seed, impl=config.prng_impl)
     state = jax.block_until_ready(jax.jit(pipeline.init)(key))
     init_seconds = time.perf_counter() - start
-    carry = (state.env_state, state.obs, state.key, jax.numpy.int32(0), state.learner.params)
+    carry = (state.env_state, state.obs, state.memory, state.key, jax.numpy.int32(0),
+             state.learner.params)
     out = _timed_loop(body, carry, seconds, repeats, rollout_len * num_envs)
-    episodes = int(out.pop("carry")[3])
+    episodes = int(out.pop("carry")[4])
     return {**out, "rollouts_per_call": out["iterations_per_call"],
             "init_seconds": init_seconds,  # compiling and running pipeline.init
             "episodes": episodes}
@@ -139,7 +141,7 @@ def measure_env_only(config: Config, seconds: float, repeats: int, direct: bool 
 
     configure_compile_cache(config.train.compile_cache)
     num_envs, steps = config.env.num_envs, config.pipeline.rollout_len
-    env, params = envs_lib.make(config.env.name, **config.env.kwargs)
+    env, params = envs_lib.resolve(config.env)
     space = env.action_space(params)
     sample = jax.vmap(space.sample)
     split = jax.vmap(jax.random.split)

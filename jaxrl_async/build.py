@@ -19,11 +19,7 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
     `num_updates` sets the length of schedules (learning rate, importance-weight
     exponent; default: the config's); `mesh` the devices (default: `pipeline.devices`).
     """
-    if env is None:
-        env, default_params = envs_lib.make(config.env.name, **config.env.kwargs)
-    else:
-        default_params = getattr(env, "default_params", None)
-    env_params = default_params if env_params is None else env_params
+    env, env_params = envs_lib.resolve(config.env, env, env_params)
     spec = envs_lib.check_env(env, env_params)
     if config.env.normalize_obs and isinstance(spec.obs_shape, dict):
         raise ConfigError(f"env.normalize_obs=true needs an array observation; "

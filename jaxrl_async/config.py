@@ -37,9 +37,14 @@ class EnvConfig:
     normalize_obs: bool = False
     # Keyword arguments of the env's constructor or factory (`env.kwargs.size=8`).
     kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Observation entries (indices into the last axis) zeroed for a partially observed
+    # variant, e.g. [1, 3]: CartPole without its velocities (envs.MaskObservation).
+    mask_obs: tuple[int, ...] = ()
 
     def __post_init__(self):
         require(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
+        require(all(i >= 0 for i in self.mask_obs), "env.mask_obs", list(self.mask_obs),
+                "indices >= 0 into the observation's last axis")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ from jaxrl_async import envs as envs_lib
 from jaxrl_async.build import build_pipeline
 from jaxrl_async.config import EVAL_MODES, Config, EvalConfig
 from jaxrl_async.envs.wrappers import NormalizeObservation, NormState, VecEnv
-from jaxrl_async.types import ActorClock, Agent
+from jaxrl_async.types import ActorClock, Agent, Memory
 
 MODES = EVAL_MODES
 DEFAULT_MAX_STEPS = 10_000  # the cap for an env that declares no episode limit
@@ -76,8 +76,10 @@ def make_evaluator(agent: Agent, env, env_params, num_episodes: int, mode: str =
 
     mode "greedy" acts with `agent.greedy`; "sample" with `agent.act`, whose clock says
     `env_steps` for every step (a DQN's epsilon is its schedule's value there) and env i
-    of N (Ape-X's per-env epsilons). With `normalize_obs`, observations are normalised
-    with `obs_stats` (a NormState, see `obs_stats`) as the training env did, frozen.
+    of N (Ape-X's per-env epsilons). A recurrent agent's carry starts each env at its
+    `init_carry` and follows it through the episode, as the actor's does in training.
+    With `normalize_obs`, observations are normalised with `obs_stats` (a NormState, see
+    `obs_stats`) as the training env did, frozen.
     """
     if mode not in MODES:
         raise ValueError(f"evaluation mode must be one of {MODES}, got {mode!r}")
@@ -93,11 +95,12 @@ def make_evaluator(agent: Agent, env, env_params, num_episodes: int, mode: str =
     def per_env(key):
         return jax.vmap(jax.random.fold_in, (None, 0))(key, index)
 
-    def policy(params, obs, key, env_steps):
+    def policy(params, carry, obs, episode_start, key, env_steps):
+        """(carry, action); a memoryless agent's carry stays None."""
         if mode == "greedy":
-            return agent.greedy(params, obs)
+            return agent.greedy_carried(params, carry, obs, episode_start)
         clock = ActorClock(env_steps, index.astype(jnp.int32), num_episodes)
-        return agent.act(params, obs, per_env(key), clock)[0]
+        return agent.act_carried(params, carry, obs, episode_start, per_env(key), clock)[:2]
 
     def evaluate(params, key, env_steps, obs_stats: NormState | None = None):
         if normalizer is not None and obs_stats is None:
@@ -111,24 +114,30 @@ def make_evaluator(agent: Agent, env, env_params, num_episodes: int, mode: str =
         reset_key, step_key, act_key = jax.random.split(key, 3)
         env_steps = jnp.asarray(env_steps, jnp.int32)
         obs, env_state = vec_env.reset(per_env(reset_key), env_params)
+        memory = agent.initial_memory(num_episodes)
 
-        def running(carry):
-            t, _, _, alive, _, _ = carry
+        def running(loop):
+            t, _, _, _, alive, _, _ = loop
             return (t < limit) & jnp.any(alive)
 
-        def step(carry):
-            t, env_state, obs, alive, returns, lengths = carry
-            action = policy(params, observe(obs), jax.random.fold_in(act_key, t), env_steps)
+        def step(loop):
+            t, env_state, obs, memory, alive, returns, lengths = loop
+            carry, action = policy(params, None if memory is None else memory.carry,
+                                   observe(obs),
+                                   None if memory is None else memory.episode_start,
+                                   jax.random.fold_in(act_key, t), env_steps)
             obs, env_state, reward, terminated, truncated, _ = vec_env.step(
                 per_env(jax.random.fold_in(step_key, t)), env_state, action, env_params)
             returns = returns + jnp.where(alive, reward.astype(jnp.float32), 0.0)
             lengths = lengths + alive.astype(jnp.int32)
             alive = alive & ~(terminated | truncated)
-            return t + 1, env_state, obs, alive, returns, lengths
+            if memory is not None:
+                memory = Memory(carry, terminated | truncated)
+            return t + 1, env_state, obs, memory, alive, returns, lengths
 
-        carry = (jnp.int32(0), env_state, obs, jnp.ones(num_episodes, bool),
-                 jnp.zeros(num_episodes, jnp.float32), jnp.zeros(num_episodes, jnp.int32))
-        *_, returns, lengths = jax.lax.while_loop(running, step, carry)
+        loop = (jnp.int32(0), env_state, obs, memory, jnp.ones(num_episodes, bool),
+                jnp.zeros(num_episodes, jnp.float32), jnp.zeros(num_episodes, jnp.int32))
+        *_, returns, lengths = jax.lax.while_loop(running, step, loop)
         return returns, lengths
 
     return evaluate
@@ -140,15 +149,6 @@ def summarize(returns, lengths) -> dict:
     return {"eval_return_mean": float(returns.mean()), "eval_return_std": float(returns.std()),
             "eval_episodes": int(returns.size),
             "eval_length_mean": float(np.mean(np.asarray(lengths, np.float64)))}
-
-
-def resolve_env(config: Config, env=None, env_params=None):
-    """(env, env_params) as training resolves them: `env` if given, else config.env.name."""
-    if env is None:
-        env, default_params = envs_lib.make(config.env.name, **config.env.kwargs)
-    else:
-        default_params = getattr(env, "default_params", None)
-    return env, default_params if env_params is None else env_params
 
 
 class Evaluation:
@@ -163,7 +163,7 @@ class Evaluation:
     def __init__(self, config: Config, agent: Agent, env=None, env_params=None,
                  eval_config: EvalConfig | None = None, seed: int | None = None,
                  impl: str | None = None, device=None):
-        env, env_params = resolve_env(config, env, env_params)
+        env, env_params = envs_lib.resolve(config.env, env, env_params)
         self.config = config.eval if eval_config is None else eval_config
         self.seed = config.train.seed if seed is None else seed
         self.impl = config.prng_impl if impl is None else impl

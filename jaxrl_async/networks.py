@@ -1,5 +1,5 @@
 """Flax modules: the torso every network shares (an encoder for any observation, then an
-MLP) and the heads the agents use."""
+MLP), the heads the agents use, and the recurrent actor-critic (torso, cell, heads)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.sil
 MASK_KEY = "action_mask"
 
 
+# agent.memory -> flax's cell; each returns (carry, output) and initialises a zero carry.
+CELLS = {"gru": nn.GRUCell, "lstm": nn.OptimizedLSTMCell}
+
+
 class TorsoSpec(NamedTuple):
     """The body of every network of an agent: each observation leaf encoded (images by
     the conv layers, if any; everything else flattened), concatenated, then the MLP."""
@@ -24,6 +28,13 @@ class TorsoSpec(NamedTuple):
     hidden_sizes: tuple[int, ...]
     activation: str
     conv: tuple[tuple[int, int, int], ...] = ()  # (channels, kernel, stride) per layer
+
+
+class MemorySpec(NamedTuple):
+    """The recurrent cell after the torso: `cell` one of CELLS, `size` its units."""
+
+    cell: str
+    size: int
 
 
 def _dense(features: int, scale: float) -> nn.Dense:
@@ -204,3 +215,70 @@ class QNetwork(nn.Module):
             advantages = (_dense(1, 1.0)(x) + advantages
                           - advantages.mean(axis=-1, keepdims=True))
         return mask_logits(advantages, obs)
+
+
+def initial_carry(memory: MemorySpec, batch: int):
+    """The carry of `batch` envs at an episode's start (zeros: GRU h [batch, size], LSTM
+    (c, h))."""
+    cell = CELLS[memory.cell](memory.size)
+    return cell.initialize_carry(jax.random.key(0), (batch, memory.size))  # key unused: zeros
+
+
+def reset_carry(carry, episode_start):
+    """`carry` [B, ...] with the envs where `episode_start` [B] back at the initial (zero)
+    carry."""
+    def reset(c):
+        return jnp.where(episode_start.reshape(-1, *([1] * (c.ndim - 1))), 0.0, c).astype(c.dtype)
+
+    return jax.tree.map(reset, carry)
+
+
+class Torso(nn.Module):
+    """`torso` as a module of its own (for networks built in `setup`)."""
+
+    spec: TorsoSpec
+
+    @nn.compact
+    def __call__(self, obs):
+        return torso(self.spec, obs)
+
+
+class RecurrentActorCritic(nn.Module):
+    """Torso, then a recurrent cell whose output feeds a policy head and a value head.
+
+    Called in parts (`apply(..., method=...)`) so that the learner can embed every step
+    of a sequence in one batched call and scan only the cell over time:
+      embed(obs [N, ...]) -> x [N, F];  step(carry, x) -> (carry, h [N, size]);
+      policy(h, obs) -> logits [N, A] (masked with the observation's action mask), or
+        (mean [N, A], log_std [A]) for continuous actions;  value(h) -> [N].
+    """
+
+    torso: TorsoSpec
+    memory: MemorySpec
+    num_actions: int = 0  # categories of a discrete action, else 0
+    action_dim: int = 0  # length of a continuous action vector, else 0
+
+    def setup(self):
+        self.body = Torso(self.torso)
+        self.cell = CELLS[self.memory.cell](self.memory.size)
+        self.policy_out = _dense(self.num_actions or self.action_dim, 0.01)
+        self.value_out = _dense(1, 1.0)
+        if self.action_dim:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+
+    def embed(self, obs):
+        return self.body(obs)
+
+    def step(self, carry, x):
+        return self.cell(carry, x)
+
+    def policy(self, h, obs):
+        out = self.policy_out(h)
+        return mask_logits(out, obs) if self.num_actions else (out, self.log_std)
+
+    def value(self, h):
+        return self.value_out(h)[:, 0]
+
+    def __call__(self, carry, obs):
+        carry, h = self.step(carry, self.embed(obs))
+        return self.policy(h, obs), self.value(h)

@@ -14,6 +14,11 @@ lets XLA write the replay in place: learning first and storing after made it cop
 whole buffer every tick (16x slower at 1e5 MinAtar frames). Every env step is stored
 exactly once, as the start of one n-step transition, windows crossing rollouts.
 
+A recurrent agent that asks for sequences (`ReplayUse.sequence_length`, R2D2) gets
+fixed-length sequences with their stored carries instead (replay/sequences.py): the
+window then carries the last L - stride steps over, stride = L - overlap must divide T,
+and each tick stores T / stride sequences of every env.
+
 Over D devices each device keeps its own replay of capacity/D holding its own envs'
 transitions and draws batch/D items a step; the prioritized sampler reports each
 draw's probability over the union of the shards, so importance weights stay exact.
@@ -27,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_async.replay import prioritized, ring
+from jaxrl_async.replay.sequences import window_sequences
 from jaxrl_async.returns import nstep_returns
 from jaxrl_async.types import NStepTransition, ReplayUse
 
@@ -51,11 +57,12 @@ def nstep_transitions(window, n: int, gamma: float) -> NStepTransition:
 class ReplayStage(NamedTuple):
     """Pure functions over one device's replay (no leading device axis).
 
-    init:  example NStepTransition (no batch axis) -> replay state
-    store: (replay, window [T + n - 1, B]) -> replay, the n-step transitions starting at
-           the window's first T steps
-    advance: (window, trajectory [T, B]) -> the next window: its last n-1 steps, then
-           the trajectory
+    init:  example item (no batch axis) -> replay state
+    example: window -> an example item (zeros), for init
+    store: (replay, window [T + carried, B]) -> replay, the n-step transitions starting at
+           the window's first T steps (or its sequences)
+    advance: (window, trajectory [T, B]) -> the next window: its last `carried` steps,
+           then the trajectory
     learn: (agent_learn, learner, replay, env_steps, key) ->
            (learner, replay, metrics, learned: bool [])
     """
@@ -65,6 +72,8 @@ class ReplayStage(NamedTuple):
     advance: Callable
     learn: Callable
     n_step: int
+    example: Callable
+    carried: int  # steps the window keeps from one tick to the next: n - 1, or L - stride
 
 
 def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps: int,
@@ -74,6 +83,20 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
     batch = config.batch_size // num_devices
     n = use.n_step
     is_prioritized = config.kind == "prioritized"
+    if use.sequence_length:
+        length, stride = use.sequence_length, use.sequence_length - use.sequence_overlap
+        carried = length - stride
+
+        def items_of(window):
+            return window_sequences(window, length, stride)
+    else:
+        carried = n - 1
+
+        def items_of(window):
+            return nstep_transitions(window, n, use.gamma)
+
+    def example(window):
+        return jax.tree.map(lambda x: jnp.zeros(x.shape[2:], x.dtype), items_of(window))
 
     def init(example):
         if is_prioritized:
@@ -81,14 +104,14 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
         return ring.init(capacity, example)
 
     def store(replay, window):
-        items = nstep_transitions(window, n, use.gamma)
-        items = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), items)  # [T * B] time-major
+        items = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]),  # [T * B] time-major
+                             items_of(window))
         return prioritized.add(replay, items) if is_prioritized else ring.add(replay, items)
 
     def advance(window, traj):
-        if n == 1:
+        if carried == 0:
             return traj
-        keep = jax.tree.map(lambda x: x[x.shape[0] - (n - 1):], window)
+        keep = jax.tree.map(lambda x: x[x.shape[0] - carried:], window)
         return jax.tree.map(lambda a, b: jnp.concatenate([a, b]), keep, traj)
 
     def sample(replay, key, beta):
@@ -143,4 +166,5 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
         learner, part, metrics = jax.lax.cond(learned, updates, wait, operand)
         return learner, with_priorities(replay, part), metrics, learned
 
-    return ReplayStage(init=init, store=store, advance=advance, learn=learn, n_step=n)
+    return ReplayStage(init=init, store=store, advance=advance, learn=learn, n_step=n,
+                       example=example, carried=carried)

@@ -36,9 +36,9 @@ from flax import struct
 from jax.sharding import PartitionSpec as P
 
 from jaxrl_async.offpolicy import make_replay_stage
-from jaxrl_async.rollout import env_index, env_keys, make_rollout
+from jaxrl_async.rollout import env_keys, make_rollout
 from jaxrl_async.sharding import AXIS, make_mesh
-from jaxrl_async.types import ActorClock, Agent, NStepTransition
+from jaxrl_async.types import Agent
 
 
 @struct.dataclass
@@ -73,6 +73,9 @@ class PipelineState:
     key: jax.Array
     updates: jax.Array  # learner updates done so far: the learner's parameter version
     env_steps: jax.Array  # int32 env steps of all envs in ticks so far (prefills not counted)
+    # recurrent agents only (None otherwise): Memory [B, ...], each env's carry and whether
+    # its current observation starts an episode; split over the mesh with the envs
+    memory: Any = None
     # lag >= 1 only (None otherwise):
     actor_queue: ParamQueue | None = None
     # on-policy agents at lag >= 1 only (None otherwise):
@@ -83,12 +86,13 @@ class PipelineState:
     window: Any = None  # Transition [T + n - 1, B, ...] the steps the next tick stores
 
 
-def state_specs(env, lag: int, offpolicy: bool) -> PipelineState:
+def state_specs(env, lag: int, offpolicy: bool, recurrent: bool = False) -> PipelineState:
     """How each field of a PipelineState is split over the mesh (None: absent)."""
     double_buffered = lag > 0 and not offpolicy
     return PipelineState(
         learner=P(), env_state=env.partition_spec(AXIS), obs=P(AXIS), key=P(), updates=P(),
-        env_steps=P(), actor_queue=P() if lag else None,
+        env_steps=P(), memory=P(AXIS) if recurrent else None,
+        actor_queue=P() if lag else None,
         in_flight=P(None, AXIS) if double_buffered else None,
         in_flight_version=P() if double_buffered else None,
         replay=P(AXIS) if offpolicy else None,
@@ -100,6 +104,7 @@ class Acted(NamedTuple):
 
     env_state: Any
     obs: jax.Array
+    memory: Any  # Memory [B, ...] (None: a memoryless agent)
     key: jax.Array  # the run's key for the next tick
     env_steps: jax.Array
     traj: Any  # Transition [T, B, ...]
@@ -109,16 +114,28 @@ class Acted(NamedTuple):
 
 
 def make_act(rollout: Callable, tick_steps: int) -> Callable:
-    """act(params, version, env_state, obs, key, env_steps) -> Acted: one rollout."""
+    """act(params, version, env_state, obs, memory, key, env_steps) -> Acted: one rollout."""
 
-    def act(params, version, env_state, obs, key, env_steps) -> Acted:
+    def act(params, version, env_state, obs, memory, key, env_steps) -> Acted:
         key, rollout_key, learn_key = jax.random.split(key, 3)
-        env_state, obs, traj, stats = rollout(params, env_state, obs, rollout_key, version,
-                                              env_steps)
-        return Acted(env_state, obs, key, env_steps + tick_steps, traj, version, stats,
-                     learn_key)
+        env_state, obs, memory, traj, stats = rollout(params, env_state, obs, memory,
+                                                      rollout_key, version, env_steps)
+        return Acted(env_state, obs, memory, key, env_steps + tick_steps, traj, version,
+                     stats, learn_key)
 
     return act
+
+
+def act_from(state: PipelineState, act: Callable, params, version) -> Acted:
+    """The actor's half of a tick from `state`, acting with `params` of `version`."""
+    return act(params, version, state.env_state, state.obs, state.memory, state.key,
+               state.env_steps)
+
+
+def acted_fields(acted: Acted) -> dict:
+    """The PipelineState fields the actor's half moves on (for `state.replace`)."""
+    return {"env_state": acted.env_state, "obs": acted.obs, "memory": acted.memory,
+            "key": acted.key, "env_steps": acted.env_steps}
 
 
 def lag_metrics(staleness) -> dict:
@@ -149,12 +166,10 @@ def make_sync_tick(act: Callable, learn: Callable) -> Callable:
     """Lag 0: roll out with the learner's parameters, then learn on that trajectory."""
 
     def tick(state: PipelineState):
-        acted = act(state.learner.params, state.updates, state.env_state, state.obs, state.key,
-                    state.env_steps)
+        acted = act_from(state, act, state.learner.params, state.updates)
         learner, updates, metrics = learn(state.learner, state.updates, acted.traj,
                                           acted.version, acted.learn_key)
-        state = state.replace(learner=learner, updates=updates, env_state=acted.env_state,
-                              obs=acted.obs, key=acted.key, env_steps=acted.env_steps)
+        state = state.replace(learner=learner, updates=updates, **acted_fields(acted))
         return state, {**metrics, **acted.stats}
 
     return tick
@@ -174,13 +189,12 @@ def async_tick(state: PipelineState, act: Callable, learn: Callable, push: Calla
     placement, which calls this function with its halves (`oldest` among them)
     compiled separately."""
     params, version = oldest(state.actor_queue)
-    acted = act(params, version, state.env_state, state.obs, state.key, state.env_steps)
+    acted = act_from(state, act, params, version)
     learner, updates, metrics = learn(state.learner, state.updates, state.in_flight,
                                       state.in_flight_version, to_learner(acted.learn_key, P()))
     queue = push(state.actor_queue, to_actor(learner.params), to_actor(updates))
     state = state.replace(
-        learner=learner, updates=updates, env_state=acted.env_state, obs=acted.obs,
-        key=acted.key, env_steps=acted.env_steps, actor_queue=queue,
+        learner=learner, updates=updates, **acted_fields(acted), actor_queue=queue,
         in_flight=to_learner(acted.traj, P(None, AXIS)),
         in_flight_version=to_learner(acted.version, P()))
     return state, {**metrics, **acted.stats}
@@ -227,7 +241,7 @@ def replay_tick(state: PipelineState, act: Callable, learn: Callable, advance: C
     queue = state.actor_queue
     params, version = ((state.learner.params, state.updates) if queue is None  # lag 0
                        else oldest(queue))
-    acted = act(params, version, state.env_state, state.obs, state.key, state.env_steps)
+    acted = act_from(state, act, params, version)
     if queue is not None:  # the parameters this tick started from join the queue
         queue = push(queue, to_actor(state.learner.params), to_actor(state.updates))
     learner, updates, replay, metrics = learn(
@@ -235,8 +249,7 @@ def replay_tick(state: PipelineState, act: Callable, learn: Callable, advance: C
         to_learner(state.env_steps, P()), to_learner(version, P()),
         to_learner(obs_stats(state.env_state), P()), to_learner(acted.learn_key, P()))
     state = state.replace(
-        learner=learner, updates=updates, env_state=acted.env_state, obs=acted.obs,
-        key=acted.key, env_steps=acted.env_steps, actor_queue=queue, replay=replay,
+        learner=learner, updates=updates, **acted_fields(acted), actor_queue=queue, replay=replay,
         window=advance(state.window, to_learner(acted.traj, P(None, AXIS))))
     return state, {**metrics, **acted.stats}
 
@@ -253,38 +266,35 @@ def make_init(agent: Agent, env, env_params, rollout: Callable, rollout_len: int
     """init(key) -> PipelineState: reset the envs, initialise the learner, fill the
     parameter queue with the initial parameters, and prefill what the first tick
     consumes (not counted in env_steps): at lag >= 1 on-policy, one rollout in flight;
-    off-policy, an empty replay per device and a first window of T + n - 1 steps."""
+    off-policy, an empty replay per device and a first window of T + n - 1 steps
+    (T + L - stride for sequences)."""
 
-    def init_replay(params, env_state, obs, key):
-        keys = jax.random.split(key, local_envs)
-        clock = ActorClock(jnp.int32(0), env_index(local_envs), num_envs)
-        action = jax.eval_shape(agent.act, params, obs, keys, clock)[0]
-        zeros = lambda x: jnp.zeros(x.shape[1:], x.dtype)  # noqa: E731
-        example = NStepTransition(jax.tree.map(zeros, obs), zeros(action), jnp.float32(0),
-                                  jnp.float32(0), jax.tree.map(zeros, obs))
-        replay = jax.tree.map(lambda x: x[None], stage.init(example))
-        env_state, obs, window, _ = rollout(params, env_state, obs, key,
-                                            length=rollout_len + stage.n_step - 1)
-        return env_state, obs, replay, window
+    def init_replay(params, env_state, obs, memory, key):
+        env_state, obs, memory, window, _ = rollout(params, env_state, obs, memory, key,
+                                                    length=rollout_len + stage.carried)
+        replay = jax.tree.map(lambda x: x[None], stage.init(stage.example(window)))
+        return env_state, obs, memory, replay, window
 
     def init(key):
         reset_key, agent_key, key = jax.random.split(key, 3)
         obs, env_state = env.reset(env_keys(reset_key, local_envs), env_params)
         learner = agent.init(agent_key)
-        state = PipelineState(learner, env_state, obs, key, jnp.int32(0), jnp.int32(0))
+        state = PipelineState(learner, env_state, obs, key, jnp.int32(0), jnp.int32(0),
+                              memory=agent.initial_memory(local_envs))
         if lag:
             state = state.replace(actor_queue=queue_init(learner.params, lag))
         key, prefill_key = jax.random.split(key)
         if stage is not None:
-            env_state, obs, replay, window = init_replay(learner.params, env_state, obs,
-                                                       prefill_key)
-            return state.replace(env_state=env_state, obs=obs, key=key, replay=replay,
-                                 window=window)
+            env_state, obs, memory, replay, window = init_replay(
+                learner.params, env_state, obs, state.memory, prefill_key)
+            return state.replace(env_state=env_state, obs=obs, memory=memory, key=key,
+                                 replay=replay, window=window)
         if lag == 0:
             return state
-        env_state, obs, traj, _ = rollout(learner.params, env_state, obs, prefill_key)
-        return state.replace(env_state=env_state, obs=obs, key=key, in_flight=traj,
-                             in_flight_version=jnp.int32(0))
+        env_state, obs, memory, traj, _ = rollout(learner.params, env_state, obs,
+                                                  state.memory, prefill_key)
+        return state.replace(env_state=env_state, obs=obs, memory=memory, key=key,
+                             in_flight=traj, in_flight_version=jnp.int32(0))
 
     return init
 
@@ -295,11 +305,12 @@ class Pipeline(NamedTuple):
     init:    key -> PipelineState (placed on the mesh)
     tick:    state -> (state, metrics)
     chunk:   num_ticks -> (state -> (state, metrics [K])), the program the host calls
-    rollout: (params, env_state, obs, key) -> (env_state, obs, trajectory, episode stats)
+    rollout: (params, env_state, obs, memory, key) -> (env_state, obs, memory, trajectory,
+             episode stats); memory is None for a memoryless agent
     learn:   (learner_state, trajectory, key) -> (learner_state, metrics), the agent's
              update with the trajectory split over the mesh
     The halves of an asynchronous tick on this mesh, for split placement (split.py):
-    act:     (params, version, env_state, obs, key, env_steps) -> Acted
+    act:     (params, version, env_state, obs, memory, key, env_steps) -> Acted
     learn_step: the learner's half; on-policy `make_learn`'s, off-policy
              `make_replay_learn`'s
     advance: off-policy: (window, trajectory) -> the next window (None on-policy)
@@ -342,9 +353,9 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
              if offpolicy else None)
     rollout = make_rollout(agent, env, env_params, rollout_len, num_envs, local_envs, unroll)
     act = make_act(rollout, rollout_len * num_envs)
-    specs = state_specs(env, lag, offpolicy)
-    env_spec = env.partition_spec(AXIS)
-    acted_specs = Acted(env_spec, P(AXIS), P(), P(), P(None, AXIS), P(), P(), P())
+    specs = state_specs(env, lag, offpolicy, agent.recurrent)
+    env_spec, memory_spec = env.partition_spec(AXIS), specs.memory
+    acted_specs = Acted(env_spec, P(AXIS), memory_spec, P(), P(), P(None, AXIS), P(), P(), P())
     traj_spec = P(None, AXIS)
     if offpolicy:
         learn = make_replay_learn(stage, agent.learn, env.observe)
@@ -370,10 +381,10 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
                                local_envs, lag, stage), (P(),), specs),
         tick=on_mesh(tick, (specs,), (specs, P())),
         chunk=lambda num_ticks: on_mesh(make_chunk(tick, num_ticks), (specs,), (specs, P())),
-        rollout=on_mesh(rollout, (P(), env_spec, P(AXIS), P()),
-                        (env_spec, P(AXIS), traj_spec, P())),
+        rollout=on_mesh(rollout, (P(), env_spec, P(AXIS), memory_spec, P()),
+                        (env_spec, P(AXIS), memory_spec, traj_spec, P())),
         learn=on_mesh(agent.learn, (P(), traj_spec, P()), (P(), P())),
-        act=on_mesh(act, (P(), P(), env_spec, P(AXIS), P(), P()), acted_specs),
+        act=on_mesh(act, (P(), P(), env_spec, P(AXIS), memory_spec, P(), P()), acted_specs),
         learn_step=on_mesh(learn, *learn_specs),
         advance=on_mesh(stage.advance, (traj_spec, traj_spec), traj_spec) if offpolicy
         else None,

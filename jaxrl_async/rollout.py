@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_async.sharding import AXIS
-from jaxrl_async.types import ActorClock, Agent, Transition
+from jaxrl_async.types import ActorClock, Agent, Memory, Transition
 
 
 def env_index(local_envs: int) -> jax.Array:
@@ -28,13 +28,20 @@ def env_keys(key, local_envs: int) -> jax.Array:
 
 def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
                  local_envs: int, unroll: int = 1) -> Callable:
-    """rollout(params, env_state, obs, key, version=0, env_steps=0, length=rollout_len)
-    -> (env_state, obs, trajectory Transition [length, B, ...], episode stats).
+    """rollout(params, env_state, obs, memory, key, version=0, env_steps=0,
+    length=rollout_len) -> (env_state, obs, memory, trajectory Transition [length, B, ...],
+    episode stats).
 
     `env` is batched (a VecEnv, possibly wrapped) and reports episode ends, returns and
     lengths in its info; the stats are their sums over the rollout and all devices.
     `version` tags the trajectory with the parameters' update count; `env_steps` (all
     envs, before this rollout) drives the actor's clock.
+
+    `memory` (a Memory [B, ...], None for a memoryless agent) is the recurrent actor's
+    carry and where episodes start; the cell steps inside this scan, so a recurrent
+    actor costs no extra program or host round trip. The trajectory records, per step,
+    the memory the actor acted from (`Transition.memory`): the learner re-runs its
+    sequences from there.
 
     The env hands out raw observations and `env.observe` turns them into what the agent
     sees (normalised with the running statistics, if the run normalises). The actor
@@ -44,31 +51,36 @@ def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
     """
     store_raw = agent.data == "replay"
 
-    def rollout(params, env_state, obs, key, version=0, env_steps=0, length=rollout_len):
+    def rollout(params, env_state, obs, memory, key, version=0, env_steps=0,
+                length=rollout_len):
 
         def step(carry, xs):
-            env_state, obs = carry
+            env_state, obs, memory = carry
             step_key, t = xs
             keys = jax.vmap(jax.random.split)(env_keys(step_key, local_envs))
             clock = ActorClock(env_steps + t * num_envs, env_index(local_envs), num_envs)
             seen = env.observe(env_state, obs)
-            action, extras = agent.act(params, seen, keys[:, 0], clock)
+            agent_carry, action, extras = agent.act_carried(
+                params, None if memory is None else memory.carry, seen,
+                None if memory is None else memory.episode_start, keys[:, 0], clock)
             next_obs, env_state, reward, terminated, truncated, info = env.step(
                 keys[:, 1], env_state, action, env_params)
             final_obs = info["final_observation"]
             if not store_raw:  # normalised (if at all) with this step's statistics
                 obs, final_obs = seen, env.observe(env_state, final_obs)
             transition = Transition(obs, action, reward, terminated, truncated, final_obs,
-                                    extras, jnp.full(reward.shape, version, jnp.int32))
+                                    extras, jnp.full(reward.shape, version, jnp.int32), memory)
+            if memory is not None:
+                memory = Memory(agent_carry, terminated | truncated)
             episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
-            return (env_state, next_obs), (transition, episodes)
+            return (env_state, next_obs, memory), (transition, episodes)
 
-        (env_state, obs), (traj, (done, ret, ep_length)) = jax.lax.scan(
-            step, (env_state, obs), (jax.random.split(key, length), jnp.arange(length)),
-            unroll=unroll)
+        (env_state, obs, memory), (traj, (done, ret, ep_length)) = jax.lax.scan(
+            step, (env_state, obs, memory),
+            (jax.random.split(key, length), jnp.arange(length)), unroll=unroll)
         stats = {"episodes": done.sum(dtype=jnp.int32),
                  "episode_return_sum": ret.sum(dtype=jnp.float32),
                  "episode_length_sum": ep_length.sum(dtype=jnp.float32)}
-        return env_state, obs, traj, jax.lax.psum(stats, AXIS)
+        return env_state, obs, memory, traj, jax.lax.psum(stats, AXIS)
 
     return rollout

@@ -60,7 +60,7 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
     params, version = jax.tree.map(on(actor.mesh),
                                    jax.eval_shape(queue_oldest, state.actor_queue))
     act_lowered = jax.jit(actor.act).lower(params, version, state.env_state, state.obs,
-                                           state.key, state.env_steps)
+                                           state.memory, state.key, state.env_steps)
     acted = act_lowered.out_info
     scalar = on(learner.mesh)
     lowered = [act_lowered, jax.jit(queue_push, donate_argnums=0).lower(

@@ -3,6 +3,7 @@
 An algorithm is an `Agent` of pure functions (optax-style). On-policy agents learn from a
 `Transition` trajectory [T, B, ...]; off-policy agents from a replay `Sample` of
 `NStepTransition` items. The actor gets an `ActorClock`; the factory a `BuildContext`.
+A recurrent agent's per-env state between steps travels as a `Memory`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 Params = Any
 LearnerState = Any  # any pytree with a `.params` field, the parameters the actor uses
@@ -20,9 +22,14 @@ class Agent(NamedTuple):
     """An algorithm as pure functions, built by `make_<algo>(config, ctx)`.
 
     init:  (key) -> learner_state
-    act:   (params, obs [B, ...], keys [B], clock) -> (action [B, ...], extras dict of [B]
-           arrays); one key per env, so that sampling does not depend on how the batch is
-           split; `clock` (ActorClock) says how far training is and which envs these are
+    act:   memoryless (init_carry None):
+             (params, obs [B, ...], keys [B], clock) -> (action [B, ...], extras dict of
+             [B] arrays); one key per env, so that sampling does not depend on how the
+             batch is split; `clock` (ActorClock) says how far training is and which envs
+             these are
+           recurrent: (params, carry [B, ...], obs, episode_start bool [B], keys, clock)
+             -> (carry, action, extras); the agent resets its carry to `init_carry` where
+             `episode_start` before it reads the observation
     learn: on-policy ("trajectory"):
              (learner_state, trajectory: Transition [T, B, ...], key) ->
              (learner_state, metrics)
@@ -33,7 +40,10 @@ class Agent(NamedTuple):
     data:  "trajectory" (the pipeline's double buffer) or "replay"
     replay: for data="replay", how the pipeline feeds the learner (ReplayUse)
     greedy: (params, obs [B, ...]) -> action [B, ...], the deterministic action for
-            evaluation (the mode of the policy, the argmax of Q); None if there is none
+            evaluation (the mode of the policy, the argmax of Q); None if there is none.
+            Recurrent: (params, carry, obs, episode_start) -> (carry, action)
+    init_carry: recurrent agents only: (batch) -> carry [batch, ...], the carry at an
+            episode's start. None: the agent is memoryless, its carry is None
 
     Under the data-parallel pipeline, act and learn run per device on a slice of the
     env batch; learn must average over the whole batch with `lax.pmean(…, axis_name)`
@@ -47,7 +57,43 @@ class Agent(NamedTuple):
     learn: Callable[..., tuple]
     data: str = "trajectory"
     replay: ReplayUse | None = None
-    greedy: Callable[[Params, jax.Array], jax.Array] | None = None
+    greedy: Callable[..., Any] | None = None
+    init_carry: Callable[[int], Any] | None = None
+
+    @property
+    def recurrent(self) -> bool:
+        return self.init_carry is not None
+
+    def initial_memory(self, batch: int) -> Memory | None:
+        """Every env at an episode's start (None for a memoryless agent)."""
+        if not self.recurrent:
+            return None
+        return Memory(self.init_carry(batch), jnp.ones((batch,), bool))
+
+    def act_carried(self, params, carry, obs, episode_start, keys, clock):
+        """`act` as a recurrent agent's: (carry, action, extras); a memoryless agent's
+        carry passes through (None)."""
+        if self.recurrent:
+            return self.act(params, carry, obs, episode_start, keys, clock)
+        return (carry, *self.act(params, obs, keys, clock))
+
+    def greedy_carried(self, params, carry, obs, episode_start):
+        """`greedy` as a recurrent agent's: (carry, action)."""
+        if self.recurrent:
+            return self.greedy(params, carry, obs, episode_start)
+        return carry, self.greedy(params, obs)
+
+
+class Memory(NamedTuple):
+    """What a recurrent actor carries from one step to the next, per env [B, ...].
+
+    In `PipelineState.memory` it is what each env's next step starts from; in a
+    `Transition` trajectory [T, B] what the actor held before acting at step t, the
+    carry as it was before the agent's reset at an episode start (the learner repeats
+    that reset when it re-runs the sequence from a stored carry)."""
+
+    carry: Any  # the agent's carry pytree (Agent.init_carry)
+    episode_start: jax.Array  # bool: the env's current observation begins an episode
 
 
 class ReplayUse(NamedTuple):
@@ -56,6 +102,11 @@ class ReplayUse(NamedTuple):
     n_step: int = 1  # transitions stored as n-step returns (offpolicy.nstep_transitions)
     gamma: float = 0.99  # the discount of those returns
     updates_per_tick: int = 1  # learner updates (sampled batches) per tick
+    # > 0: the replay stores sequences of this many steps with their first carry instead of
+    # n-step transitions (replay/sequences.py, R2D2); consecutive ones overlap by
+    # `sequence_overlap` steps
+    sequence_length: int = 0
+    sequence_overlap: int = 0
 
 
 class ActorClock(NamedTuple):
@@ -87,6 +138,7 @@ class Transition(NamedTuple):
     next_obs: jax.Array  # the observation after the step, before any auto-reset
     extras: dict  # what the actor recorded (log-probabilities, raw actions, ...)
     version: jax.Array  # int32: the learner update count of the parameters that acted
+    memory: Memory | None = None  # recurrent agents: the actor's carry before this step
 
 
 class NStepTransition(NamedTuple):

@@ -1,7 +1,7 @@
 """Tiny pure-JAX environments with known optimal returns, written against the gymnax 1.0 API
 without subclassing gymnax: proof that any object with the API trains."""
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -144,8 +144,8 @@ def walk_rollout(make_agent, T=16, B=4):
     agent = make_agent(BuildContext(check_env(env, params), B, T, 1, axis_name=AXIS))
     pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params, T, B)
     state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
-    _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state, state.obs,
-                                              jax.random.PRNGKey(1))
+    _, _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state,
+                                                 state.obs, state.memory, jax.random.PRNGKey(1))
     return pipeline, state, traj
 
 
@@ -196,3 +196,63 @@ class MaskedImageMatch:
                              MatchState(context, time))
         obs = jax.tree.map(lambda r, n: jnp.where(terminated, r, n), reset_obs, next_obs)
         return obs, state, reward, terminated, jnp.bool_(False), {"final_observation": next_obs}
+
+
+# ---------------------------------------------------------------------------------------------
+# A task only a policy with memory can solve: act with the parity of the step.
+
+
+@struct.dataclass
+class ClockState:
+    time: jax.Array
+    length: jax.Array
+
+
+class ClockEnv:
+    """A blank observation (one zero) every step; reward 1 when the action equals the
+    parity of the step within the episode (0, 1, 0, ...). Each episode's length is
+    drawn from 3..6 at its reset (terminated at its end), so envs end their episodes at
+    different times. A policy that counts the steps since its episode began (a carry
+    reset at every episode start) earns 1 every step; a memoryless one half of that."""
+
+    default_params = None
+
+    def observation_space(self, params):
+        return spaces.Box(0.0, 1.0, (1,), jnp.float32)
+
+    def action_space(self, params):
+        return spaces.Discrete(2)
+
+    def reset(self, key, params=None):
+        length = jax.random.randint(key, (), 3, 7)
+        return jnp.zeros(1, jnp.float32), ClockState(jnp.int32(0), length)
+
+    def step(self, key, state, action, params=None):
+        reward = (action == state.time % 2).astype(jnp.float32)
+        time = state.time + 1
+        terminated = time >= state.length
+        obs, reset_state = self.reset(key, params)
+        state = jax.tree.map(lambda r, s: jnp.where(terminated, r, s), reset_state,
+                             ClockState(time, state.length))
+        return obs, state, reward, terminated, jnp.bool_(False), {"final_observation": obs}
+
+
+def counting_agent():
+    """A recurrent Agent without parameters for ClockEnv: its carry counts the steps
+    since the episode began and it plays their parity (greedy and sampled alike)."""
+    from jaxrl_async.types import Agent
+
+    def act(params, carry, obs, episode_start, keys, clock=None):
+        carry = jnp.where(episode_start, 0, carry)
+        return carry + 1, carry % 2, {"log_prob": jnp.zeros(carry.shape)}
+
+    def greedy(params, carry, obs, episode_start):
+        carry, action, _ = act(params, carry, obs, episode_start, None)
+        return carry, action
+
+    class Learner(NamedTuple):
+        params: Any
+
+    return Agent(init=lambda key: Learner(jnp.zeros(())),
+                 act=act, learn=lambda state, traj, key: (state, {}), greedy=greedy,
+                 init_carry=lambda batch: jnp.zeros((batch,), jnp.int32))

@@ -28,6 +28,9 @@ RESUME_CONFIGS = [
                                   "pipeline.lag=1", "train.progress=false"], id="dqn-per"),
     pytest.param("ppo_cartpole", SMALL + ["train.num_seeds=2"], id="ppo-2-seeds",
                  marks=pytest.mark.slow),
+    # The actor's carry (and the carries stored with the trajectory in flight).
+    pytest.param("ppo_cartpole_async", SMALL + ["agent.memory=gru", "agent.memory_size=8",
+                                                "agent.hidden_sizes=[8]"], id="ppo-gru-lag1"),
 ]
 
 

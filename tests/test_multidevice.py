@@ -57,6 +57,19 @@ SCRIPT = textwrap.dedent("""
             out[f"impala{lag}/{devices}"] = {
                 "params": np.asarray(ravel_pytree(result.state.learner.params)[0]).tolist(),
                 "loss": result.metrics["loss"].tolist()}
+    for name, lag in (("ppo_cartpole", 0), ("ppo_cartpole", 1), ("impala_cartpole", 1)):
+        for devices in (1, 2):  # recurrent: the carries split over the devices with the envs
+            config = jaxrl_async.load_config(name, [
+                "env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",
+                "agent.memory=gru", "agent.memory_size=8", "agent.num_minibatches=2",
+                "train.total_steps=1024", "train.log_every=256", "train.progress=false",
+                "train.prng=threefry2x32", f"pipeline.lag={lag}", f"pipeline.devices={devices}"])
+            result = jaxrl_async.train(config)
+            out[f"gru-{name}{lag}/{devices}"] = {
+                "params": np.asarray(ravel_pytree(result.state.learner.params)[0]).tolist(),
+                "loss": result.metrics["loss"].tolist(),
+                "carry": np.asarray(result.state.memory.carry).tolist(),
+                "carry_devices": len(result.state.memory.carry.devices())}
     for devices in (1, 2):  # DQN: one prioritized replay per device
         config = jaxrl_async.load_config("dqn_cartpole", [
             "env.num_envs=4", "pipeline.rollout_len=4", "agent.hidden_sizes=[16]",
@@ -124,6 +137,18 @@ def test_impala_same_parameters_on_two_devices(runs, lag):
     one, two = runs[f"impala{lag}/1"], runs[f"impala{lag}/2"]
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(two["params"], one["params"], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, lag", [("ppo_cartpole", 0), ("ppo_cartpole", 1),
+                                       ("impala_cartpole", 1)])
+def test_recurrent_same_parameters_on_two_devices(runs, name, lag):
+    import numpy as np
+
+    one, two = runs[f"gru-{name}{lag}/1"], runs[f"gru-{name}{lag}/2"]
+    assert one["carry_devices"] == 1 and two["carry_devices"] == 2
+    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(two["params"], one["params"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(two["carry"], one["carry"], rtol=0, atol=1e-5)
 
 
 def test_dqn_keeps_one_replay_per_device(runs):

@@ -34,8 +34,8 @@ def test_lag0_tick_is_rollout_then_learn():
     losses = []
     for _ in range(3):
         key, rollout_key, learn_key = jax.random.split(key, 3)
-        env_state, obs, traj, _ = jax.jit(pipeline.rollout)(learner.params, env_state, obs,
-                                                            rollout_key)
+        env_state, obs, _, traj, _ = jax.jit(pipeline.rollout)(learner.params, env_state, obs,
+                                                               None, rollout_key)
         learner, m = jax.jit(pipeline.learn)(learner, traj, learn_key)
         losses.append(m["loss"])
     for a, b in zip(_leaves(final.learner), _leaves(learner)):

@@ -1,6 +1,7 @@
 """Split placement (actors on one device group, the learner on another) runs the same tick
 as fused placement: both end in the same whole PipelineState, every leaf, env_steps and
-the actor's clock included, for on-policy PPO and for DQN on its prioritized replay.
+the actor's clock included, for on-policy PPO (memoryless and recurrent) and for DQN on
+its prioritized replay.
 
 JAX fixes its device count when it starts, so the runs happen in a subprocess with two
 forced CPU devices; it saves every leaf of each final state to an .npz file.
@@ -44,8 +45,11 @@ SCRIPT = textwrap.dedent("""
         return out
 
     arrays = {}
-    for name, config_name, overrides, lags in (("ppo", "ppo_cartpole", PPO, (1, 2)),
-                                               ("dqn", "dqn_cartpole", DQN, (1,))):
+    # gru: a recurrent actor's carry stays with the actor's half, its trajectories' carries
+    # travel to the learner
+    for name, config_name, overrides, lags in (
+            ("ppo", "ppo_cartpole", PPO, (1, 2)), ("dqn", "dqn_cartpole", DQN, (1,)),
+            ("gru", "ppo_cartpole", PPO + ["agent.memory=gru", "agent.memory_size=8"], (1,))):
         for lag in lags:
             for placement, where in PLACEMENTS.items():
                 result = jaxrl_async.train(jaxrl_async.load_config(
@@ -74,8 +78,9 @@ def _run(states, prefix):
     return {k[len(prefix):]: v for k, v in states.items() if k.startswith(prefix)}
 
 
-# PPO at lags 1 and 2; DQN at lag 1 (the lag queue is the same code for every agent).
-@pytest.mark.parametrize("algo, lag", [("ppo", 1), ("ppo", 2), ("dqn", 1)])
+# PPO at lags 1 and 2; DQN at lag 1 (the lag queue is the same code for every agent);
+# recurrent PPO at lag 1.
+@pytest.mark.parametrize("algo, lag", [("ppo", 1), ("ppo", 2), ("dqn", 1), ("gru", 1)])
 def test_split_and_fused_end_in_the_same_state(states, algo, lag):
     fused = _run(states, f"{algo}/{lag}/fused/")
     split = _run(states, f"{algo}/{lag}/split/")

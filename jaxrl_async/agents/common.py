@@ -1,4 +1,5 @@
-"""What the actor-critic agents (PPO, IMPALA) share: networks, acting, truncation, SGD.
+"""What the actor-critic agents (PPO, IMPALA) share besides their networks
+(`actor_critic.py`): the learner state, truncation, optimizers, minibatches, SGD.
 
 Each agent keeps its own loss; this module holds the parts that would otherwise be
 copied between agent files.
@@ -6,95 +7,21 @@ copied between agent files.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
-
 import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async import distributions as D
-from jaxrl_async.envs.spec import EnvSpec, obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import CategoricalPolicy, GaussianPolicy, TorsoSpec, ValueHead
 
 
 @struct.dataclass
 class ActorCriticState:
     """The learner state of an actor-critic agent."""
 
-    params: dict  # {"actor": ..., "critic": ...}
+    params: dict  # the ActorCritic's (memoryless: {"actor": ..., "critic": ...})
     opt_state: optax.OptState  # over the parameters as one flat vector (see `sgd`)
-
-
-class ActorCritic(NamedTuple):
-    """A policy network and a state-value network for one env spec, as pure functions.
-
-    init:   key -> params {"actor": ..., "critic": ...}
-    act:    (params, obs [B, ...], keys [B], clock=None) -> (action [B, ...],
-            extras {"log_prob"[, "raw_action"]}), one key per env
-    policy: (actor_params, obs [N, ...]) -> (log_prob(action [N, ...]) -> [N], entropy() -> [N])
-    value:  (critic_params, obs [N, ...]) -> [N]
-    scored_action: trajectory -> the actions as the policy scored them (pre-clipping ones
-            for a Gaussian policy, whose env actions are clipped to the bounds)
-    greedy: (params, obs [B, ...]) -> action [B, ...], the most likely action: the argmax
-            of the logits, or the Gaussian's mean clipped to the bounds
-    """
-
-    init: Callable
-    act: Callable
-    policy: Callable
-    value: Callable
-    scored_action: Callable
-    greedy: Callable
-
-
-def make_actor_critic(spec: EnvSpec, torso: TorsoSpec, algo: str) -> ActorCritic:
-    """Categorical policy for discrete actions, Gaussian for a vector of continuous ones."""
-    if spec.discrete:
-        actor = CategoricalPolicy(spec.num_actions, torso)
-    else:
-        if len(spec.action_shape) != 1:
-            raise ConfigError(f"{algo} needs a vector action, got shape {spec.action_shape}")
-        actor = GaussianPolicy(spec.action_shape[0], torso)
-        low, high = jnp.asarray(spec.action_low), jnp.asarray(spec.action_high)
-    critic = ValueHead(torso)
-
-    def init(key):
-        actor_key, critic_key = jax.random.split(key)
-        dummy = obs_zeros(spec)
-        return {"actor": actor.init(actor_key, dummy), "critic": critic.init(critic_key, dummy)}
-
-    def act(params, obs, key, clock=None):
-        out = actor.apply(params["actor"], obs)
-        if spec.discrete:
-            action = D.categorical_sample(key, out)
-            return action, {"log_prob": D.categorical_log_prob(out, action)}
-        mean, log_std = out
-        raw = D.gaussian_sample(key, mean, log_std)
-        extras = {"log_prob": D.gaussian_log_prob(mean, log_std, raw), "raw_action": raw}
-        return jnp.clip(raw, low, high).astype(spec.action_dtype), extras
-
-    def policy(actor_params, obs):
-        out = actor.apply(actor_params, obs)
-        if spec.discrete:
-            return (lambda a: D.categorical_log_prob(out, a)), (lambda: D.categorical_entropy(out))
-        mean, log_std = out
-        return (lambda a: D.gaussian_log_prob(mean, log_std, a)), \
-            (lambda: D.gaussian_entropy(mean, log_std))
-
-    def scored_action(traj):
-        return traj.action if spec.discrete else traj.extras["raw_action"]
-
-    def greedy(params, obs):
-        out = actor.apply(params["actor"], obs)
-        if spec.discrete:
-            return jnp.argmax(out, axis=-1).astype(jnp.int32)
-        return jnp.clip(out[0], low, high).astype(spec.action_dtype)
-
-    return ActorCritic(init=init, act=act, policy=policy, value=critic.apply,
-                       scored_action=scored_action, greedy=greedy)
 
 
 def concat_obs(a, b):
@@ -154,6 +81,29 @@ def env_minibatches(key, data, num_minibatches: int, axis_name: str | None = Non
         x = jnp.take_along_axis(x, perms.T.reshape(T, B, *([1] * (x.ndim - 2))), axis=0)
         x = x.reshape(num_minibatches, T // num_minibatches, B, *x.shape[2:])
         return x.reshape(num_minibatches, -1, *x.shape[3:])
+
+    return jax.tree.map(split, data)
+
+
+def env_group_minibatches(key, data, num_minibatches: int):
+    """`data` [T, B, ...] cut along envs into minibatches stacked [M, T, B/M, ...].
+
+    Minibatch m holds the envs whose index is m modulo M, in an order shuffled per
+    epoch. Each device holds a contiguous block of envs whose size M divides, so a
+    minibatch is the same set of envs however many devices hold the batch, and every
+    device holds an equal share of it. Whole sequences stay together, for estimators
+    that run backwards in time (V-trace) and cells that run forwards.
+    """
+    B = jax.tree.leaves(data)[0].shape[1]  # this device's envs
+    if B % num_minibatches:
+        raise ConfigError(f"agent.num_minibatches={num_minibatches} does not divide "
+                          f"the {B} envs each device holds")
+    order = jax.random.permutation(key, num_minibatches)
+
+    def split(x):
+        T, B = x.shape[:2]
+        x = x.reshape(T, B // num_minibatches, num_minibatches, *x.shape[2:])
+        return jnp.moveaxis(x, 2, 0)[order]
 
     return jax.tree.map(split, data)
 

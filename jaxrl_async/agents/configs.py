@@ -23,6 +23,7 @@ ACTIVATION_NAMES = ("gelu", "relu", "silu", "tanh")
 IMPALA_OPTIMIZERS = ("adam", "rmsprop")
 DQN_LOSSES = ("huber", "mse")
 TORSOS = ("mlp", "cnn")
+MEMORIES = ("none", "gru", "lstm")  # networks.CELLS, and none: a memoryless network
 
 
 def field_checks(config, section: str = "agent"):
@@ -42,6 +43,8 @@ def field_checks(config, section: str = "agent"):
              "a non-empty list of positive ints")
     need(len(config.cnn_channels) == len(config.cnn_kernels) == len(config.cnn_strides),
          "cnn_channels", "as long as agent.cnn_kernels and agent.cnn_strides")
+    need(config.memory in MEMORIES, "memory", f"one of {list(MEMORIES)}")
+    need(config.memory_size >= 1, "memory_size", ">= 1")
     return need
 
 
@@ -49,12 +52,16 @@ def field_checks(config, section: str = "agent"):
 class TorsoFields:
     """The network body every agent's config shares (`networks.TorsoSpec`): `torso=cnn`
     sends image observations [H, W, C] through the conv layers (one per entry of the
-    cnn_* lists) before the MLP of `hidden_sizes`; `mlp` flattens them."""
+    cnn_* lists) before the MLP of `hidden_sizes`; `mlp` flattens them. `memory=gru` or
+    `lstm` feeds the torso into a recurrent cell of `memory_size` units (PPO and IMPALA;
+    `agents/actor_critic.py`)."""
 
     torso: str = "mlp"
     cnn_channels: tuple[int, ...] = (16,)
     cnn_kernels: tuple[int, ...] = (3,)
     cnn_strides: tuple[int, ...] = (1,)
+    memory: str = "none"
+    memory_size: int = 128
 
     def torso_spec(self):
         from jaxrl_async.networks import TorsoSpec
@@ -63,11 +70,34 @@ class TorsoFields:
                 if self.torso == "cnn" else ())
         return TorsoSpec(tuple(self.hidden_sizes), self.activation, conv)
 
+    def memory_spec(self):
+        """The recurrent cell (networks.MemorySpec), or None for a memoryless network."""
+        from jaxrl_async.networks import MemorySpec
+
+        return None if self.memory == "none" else MemorySpec(self.memory, self.memory_size)
+
 
 def _local_devices(config) -> int:
     import jax  # only where a check needs the device count
 
     return config.pipeline.devices or jax.local_device_count()
+
+
+def check_env_minibatches(config, why: str) -> None:
+    """A ConfigError unless agent.num_minibatches divides the envs each device holds
+    (minibatches that are groups of whole envs)."""
+    minibatches = config.agent.num_minibatches
+    devices = _local_devices(config)
+    local_envs = config.env.num_envs // devices
+    if local_envs % minibatches:
+        where = "" if devices == 1 else f" / {devices} devices = {local_envs} envs per device"
+        raise ConfigError(f"agent.num_minibatches={minibatches} does not divide "
+                          f"env.num_envs={config.env.num_envs}{where} ({why})")
+
+
+def memoryless_only(need, config, algo: str) -> None:
+    need(config.memory == "none", "memory",
+         f"none: {algo} has no recurrent network (ppo and impala have)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,8 +136,11 @@ class PPOConfig(TorsoFields):
         need(self.adam_eps > 0, "adam_eps", "> 0")
 
     def check(self, config) -> None:
-        """Cross-section checks: minibatches take equal blocks of every env's time steps."""
-        if config.pipeline.rollout_len % self.num_minibatches:
+        """Cross-section checks: minibatches take equal blocks of every env's time steps,
+        or, with memory, whole sequences of groups of envs."""
+        if self.memory != "none":
+            check_env_minibatches(config, "recurrent PPO minibatches are groups of envs")
+        elif config.pipeline.rollout_len % self.num_minibatches:
             raise ConfigError(
                 f"agent.num_minibatches={self.num_minibatches} does not divide "
                 f"pipeline.rollout_len={config.pipeline.rollout_len} (each minibatch takes "
@@ -159,13 +192,7 @@ class IMPALAConfig(TorsoFields):
 
     def check(self, config) -> None:
         """Cross-section checks: minibatches must split each device's envs evenly."""
-        devices = _local_devices(config)
-        local_envs = config.env.num_envs // devices
-        if local_envs % self.num_minibatches:
-            where = "" if devices == 1 else f" / {devices} devices = {local_envs} envs per device"
-            raise ConfigError(
-                f"agent.num_minibatches={self.num_minibatches} does not divide "
-                f"env.num_envs={config.env.num_envs}{where} (IMPALA minibatches split the envs)")
+        check_env_minibatches(config, "IMPALA minibatches split the envs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +243,86 @@ class DQNConfig(TorsoFields):
         need(self.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
         need(self.apex_alpha >= 0, "apex_alpha", ">= 0")
         need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
+        memoryless_only(need, self, "dqn")
+
+
+@dataclasses.dataclass(frozen=True)
+class R2D2Config(TorsoFields):
+    """Recurrent DQN on replayed sequences (agents/r2d2.py). The DQN fields mean what they
+    mean for dqn; the replay holds sequences of `sequence_length` steps overlapping by
+    `sequence_overlap` (replay.capacity counts sequences), of which the first `burn_in`
+    only warm up the carry."""
+
+    DATA: ClassVar[str] = "replay"
+
+    name: str = "r2d2"
+    learning_rate: float = 1e-3
+    anneal_lr: bool = False
+    adam_eps: float = 1e-3
+    max_grad_norm: float = 10.0
+    gamma: float = 0.99
+    n_step: int = 3
+    double: bool = True
+    dueling: bool = False
+    loss: str = "mse"
+    huber_delta: float = 1.0
+    target_update_every: int = 100
+    tau: float = 1.0
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    epsilon_decay_steps: int = 100_000
+    per_env_epsilon: bool = False
+    apex_epsilon: float = 0.4
+    apex_alpha: float = 7.0
+    updates_per_tick: int = 1
+    sequence_length: int = 20
+    sequence_overlap: int = 10
+    burn_in: int = 5
+    # A sequence's priority: eta * max |TD| + (1 - eta) * mean |TD| over its trained steps.
+    priority_eta: float = 0.9
+    # Targets through h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x and its inverse.
+    value_rescale: bool = True
+    rescale_eps: float = 1e-3
+    hidden_sizes: tuple[int, ...] = (64,)
+    activation: str = "relu"
+    memory: str = "gru"
+    memory_size: int = 64
+
+    def __post_init__(self):
+        need = field_checks(self)
+
+        need(self.learning_rate > 0, "learning_rate", "> 0")
+        need(self.adam_eps > 0, "adam_eps", "> 0")
+        need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
+        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
+        need(self.n_step >= 1, "n_step", ">= 1")
+        need(self.loss in DQN_LOSSES, "loss", f"one of {list(DQN_LOSSES)}")
+        need(self.huber_delta > 0, "huber_delta", "> 0")
+        need(self.target_update_every >= 1, "target_update_every", ">= 1")
+        need(0 < self.tau <= 1, "tau", "in (0, 1]")
+        for key in ("epsilon_start", "epsilon_end", "apex_epsilon"):
+            need(0 <= getattr(self, key) <= 1, key, "in [0, 1]")
+        need(self.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
+        need(self.apex_alpha >= 0, "apex_alpha", ">= 0")
+        need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
+        need(self.memory != "none", "memory", "gru or lstm: r2d2 is recurrent")
+        need(self.sequence_length >= 1, "sequence_length", ">= 1")
+        need(0 <= self.sequence_overlap < self.sequence_length, "sequence_overlap",
+             "in [0, agent.sequence_length)")
+        need(0 <= self.burn_in < self.sequence_length, "burn_in",
+             "in [0, agent.sequence_length): some steps must be trained")
+        need(0 <= self.priority_eta <= 1, "priority_eta", "in [0, 1]")
+        need(self.rescale_eps > 0, "rescale_eps", "> 0")
+
+    def check(self, config) -> None:
+        """Sequences start every stride = length - overlap steps of each env, the same
+        steps in every tick only if the stride divides the rollout."""
+        stride = self.sequence_length - self.sequence_overlap
+        if config.pipeline.rollout_len % stride:
+            raise ConfigError(
+                f"agent.sequence_length={self.sequence_length} - agent.sequence_overlap="
+                f"{self.sequence_overlap} = {stride} does not divide pipeline.rollout_len="
+                f"{config.pipeline.rollout_len} (a sequence starts every {stride} steps)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,6 +357,7 @@ class SACConfig(TorsoFields):
         need(self.target_entropy is None or math.isfinite(self.target_entropy),
              "target_entropy", "a finite number or null (-action_dim)")
         need(self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: no clipping)")
+        memoryless_only(need, self, "sac")
 
 
 # agent.name -> (its config class, "module:factory" imported when a run builds it)
@@ -258,5 +366,6 @@ AGENTS = {
     "impala": (IMPALAConfig, "jaxrl_async.agents.impala:make_impala"),
     "dqn": (DQNConfig, "jaxrl_async.agents.dqn:make_dqn"),
     "sac": (SACConfig, "jaxrl_async.agents.sac:make_sac"),
+    "r2d2": (R2D2Config, "jaxrl_async.agents.r2d2:make_r2d2"),
 }
 AGENT_CONFIGS = {name: cls for name, (cls, _) in AGENTS.items()}

@@ -46,6 +46,24 @@ def epsilons(config: DQNConfig, env_steps, env_index, num_envs: int):
     return jnp.broadcast_to(epsilon, env_index.shape)
 
 
+def legal_actions(obs, num_actions: int):
+    """[B, A] bool: the observation's action mask, else every action."""
+    mask = action_mask(obs)
+    batch = jax.tree.leaves(obs)[0].shape[0]
+    return jnp.ones((batch, num_actions), bool) if mask is None else mask
+
+
+def epsilon_greedy(keys, best, epsilon, legal):
+    """Per env: with probability epsilon [B] a uniformly random legal action, else `best`."""
+    def explore(key, eps, legal):
+        coin_key, action_key = jax.random.split(key)
+        return (jax.random.uniform(coin_key) < eps,
+                jax.random.categorical(action_key, jnp.where(legal, 0.0, -jnp.inf)))
+
+    explores, random_action = jax.vmap(explore)(keys, epsilon, legal)
+    return jnp.where(explores, random_action, best)
+
+
 def td_targets(next_q_online, next_q_target, reward, discount, double: bool):
     """reward + discount · Q_target(x', a*) with a* the online argmax (double DQN) or the
     target argmax (DQN). next_q_* [b, A]; reward and discount [b] (n-step, offpolicy.py)."""
@@ -53,6 +71,15 @@ def td_targets(next_q_online, next_q_target, reward, discount, double: bool):
     best = jnp.argmax(chooser, axis=-1)
     value = jnp.take_along_axis(next_q_target, best[:, None], axis=-1)[:, 0]
     return reward + discount * value
+
+
+def move_target(config, params, target_params, steps):
+    """The target network after learner update `steps`: every `target_update_every` updates
+    target <- tau · online + (1 - tau) · target."""
+    move = (steps % config.target_update_every) == 0
+    return jax.tree.map(
+        lambda new, old: jnp.where(move, config.tau * new + (1 - config.tau) * old, old),
+        params, target_params)
 
 
 def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
@@ -65,12 +92,6 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
                                config.max_grad_norm, config.adam_eps)
     action_dtype = ctx.spec.action_dtype
 
-    def legal_actions(obs):
-        """[B, A] bool: the observation's action mask, else every action."""
-        mask = action_mask(obs)
-        batch = jax.tree.leaves(obs)[0].shape[0]
-        return jnp.ones((batch, ctx.spec.num_actions), bool) if mask is None else mask
-
     def init(key):
         params = net.init(key, obs_zeros(ctx.spec))
         return DQNState(params, params, optimizer.init(ravel_pytree(params)[0]), jnp.int32(0))
@@ -79,17 +100,10 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
         return jnp.argmax(net.apply(params, obs), axis=-1).astype(action_dtype)
 
     def act(params, obs, keys, clock):
-        best = greedy(params, obs)
         epsilon = epsilons(config, clock.env_steps, clock.env_index, clock.num_envs)
-
-        def explore(key, eps, legal):  # a uniformly random legal action
-            coin_key, action_key = jax.random.split(key)
-            return (jax.random.uniform(coin_key) < eps,
-                    jax.random.categorical(action_key, jnp.where(legal, 0.0, -jnp.inf)))
-
-        explores, random_action = jax.vmap(explore)(keys, epsilon, legal_actions(obs))
-        action = jnp.where(explores, random_action, best).astype(action_dtype)
-        return action, {}
+        action = epsilon_greedy(keys, greedy(params, obs), epsilon,
+                                legal_actions(obs, ctx.spec.num_actions))
+        return action.astype(action_dtype), {}
 
     def learn(state: DQNState, sample, key):
         del key  # the sample carries all randomness
@@ -120,10 +134,7 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
         flat, opt_state, metrics, td_abs = flat_grad_step(
             loss_fn, optimizer, flat, state.opt_state, None, ctx.axis_name)
         params, steps = unravel(flat), state.steps + 1
-        move = (steps % config.target_update_every) == 0
-        target_params = jax.tree.map(
-            lambda new, old: jnp.where(move, config.tau * new + (1 - config.tau) * old, old),
-            params, state.target_params)
+        target_params = move_target(config, params, state.target_params, steps)
         return DQNState(params, target_params, opt_state, steps), metrics, td_abs
 
     return Agent(init=init, act=act, learn=learn, data="replay",

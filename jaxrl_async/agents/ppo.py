@@ -4,21 +4,24 @@ The actor acts with the policy network alone; the learner evaluates the critic
 on the whole trajectory in one batched call. Truncated episodes bootstrap from
 V(final observation) by folding γ·V into the reward of the truncating step and
 cutting the trace there, so `gae` itself only sees terminations.
+
+With `agent.memory` the network is recurrent (`actor_critic.py`): minibatches are
+then groups of whole envs [T, b] instead of shuffled steps, and the loss re-runs the
+cell over each env's rollout from the carry the actor stored for its first step.
 """
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
+from jaxrl_async.agents.actor_critic import make_actor_critic
 from jaxrl_async.agents.common import (
     ActorCriticState,
-    concat_obs,
+    env_group_minibatches,
     env_minibatches,
     fold_truncation,
     global_mean,
     init_opt_state,
-    make_actor_critic,
     make_optimizer,
     sgd,
 )
@@ -28,7 +31,7 @@ from jaxrl_async.types import Agent, BuildContext
 
 
 def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
-    net = make_actor_critic(ctx.spec, config.torso_spec(), "ppo")
+    net = make_actor_critic(ctx.spec, config.torso_spec(), "ppo", config.memory_spec())
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
     optimizer = make_optimizer("adam", config.learning_rate, config.anneal_lr, num_grad_steps,
                                config.max_grad_norm, config.adam_eps)
@@ -38,9 +41,8 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         return ActorCriticState(params, init_opt_state(optimizer, params))
 
     def loss_fn(params, mb):
-        log_prob_fn, entropy_fn = net.policy(params["actor"], mb["obs"])
-        log_prob = log_prob_fn(mb["action"])
-        log_ratio = log_prob - mb["log_prob"]
+        scored = net.evaluate(params, mb)
+        log_ratio = scored.log_prob - mb["log_prob"]
         ratio = jnp.exp(log_ratio)
         adv = mb["advantage"]
         if config.normalize_advantages:  # over the whole minibatch, on every device
@@ -49,14 +51,14 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
             adv = (adv - mean) / (std + 1e-8)
         clipped = jnp.clip(ratio, 1 - config.clip_eps, 1 + config.clip_eps)
         pg_loss = -jnp.mean(jnp.minimum(ratio * adv, clipped * adv))
-        value = net.value(params["critic"], mb["obs"])
+        value = scored.value
         value_err = jnp.square(value - mb["target"])
         if config.clip_value:
             value_clipped = mb["value"] + jnp.clip(value - mb["value"],
                                                    -config.clip_eps, config.clip_eps)
             value_err = jnp.maximum(value_err, jnp.square(value_clipped - mb["target"]))
         value_loss = 0.5 * jnp.mean(value_err)
-        entropy = jnp.mean(entropy_fn())
+        entropy = jnp.mean(scored.entropy)
         total = pg_loss + config.vf_coef * value_loss - config.ent_coef * entropy
         metrics = {
             "loss": total, "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
@@ -65,27 +67,27 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         }
         return total, metrics
 
+    def minibatches(data):
+        if net.recurrent:  # whole sequences: the cell runs through each env's rollout
+            return lambda key: env_group_minibatches(key, data, config.num_minibatches)
+        return lambda key: env_minibatches(key, data, config.num_minibatches, ctx.axis_name)
+
     def learn(state: ActorCriticState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
-        T, B = traj.reward.shape
-        obs_both = jax.tree.map(lambda x: x.reshape(2 * T * B, *x.shape[2:]),
-                                concat_obs(traj.obs, traj.next_obs))
-        values, next_values = net.value(state.params["critic"], obs_both).reshape(2, T, B)
+        values, next_values = net.values(state.params, traj)
         advantages = advantages_with_truncation(
             values, next_values, config.reward_scale * traj.reward.astype(jnp.float32),
             traj.terminated, traj.truncated, config.gamma, config.gae_lambda)
         data = {"obs": traj.obs, "action": net.scored_action(traj),
                 "log_prob": traj.extras["log_prob"], "advantage": advantages,
-                "target": advantages + values, "value": values}
-        params, opt_state, metrics = sgd(
-            loss_fn, optimizer, state.params, state.opt_state, key, config.num_epochs,
-            lambda epoch_key: env_minibatches(epoch_key, data, config.num_minibatches,
-                                              ctx.axis_name),
-            ctx.axis_name)
+                "target": advantages + values, "value": values, **net.sequence_inputs(traj)}
+        params, opt_state, metrics = sgd(loss_fn, optimizer, state.params, state.opt_state,
+                                         key, config.num_epochs, minibatches(data),
+                                         ctx.axis_name)
         return ActorCriticState(params, opt_state), metrics
 
     return Agent(init=init, act=net.act, learn=learn, data="trajectory",
-                 greedy=net.greedy)
+                 greedy=net.greedy, init_carry=net.init_carry)
 
 
 def advantages_with_truncation(values, next_values, rewards, terminated, truncated, gamma,
@@ -99,4 +101,3 @@ def advantages_with_truncation(values, next_values, rewards, terminated, truncat
     """
     rewards, discounts = fold_truncation(rewards, next_values, terminated, truncated, gamma)
     return gae(values, next_values[-1], rewards, discounts, lambda_)
-

@@ -7,6 +7,7 @@ call that fails on its config should not pay for.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import sys
@@ -20,6 +21,7 @@ from jaxrl_async.envs.spec import EnvSpec, check_env, spec_of
 from jaxrl_async.envs.wrappers import (
     CastObservation,
     EpisodeStatistics,
+    MaskObservation,
     NormalizeObservation,
     VecEnv,
 )
@@ -112,11 +114,13 @@ def _from_factory(name: str, factory: Callable, kwargs: dict):
 
 
 def _make_gymnax(name: str, **kwargs):
-    """(env, default_params) for a gymnax id; ConfigError for an unknown one.
+    """(env, params) for a gymnax id; ConfigError for an unknown one.
 
-    A few gymnax envs emit observations of another dtype than their space declares
-    (Catch-bsuite, FourRooms-misc); those are cast to the declared dtype so they pass
-    `check_env` like any other.
+    `kwargs` naming a field of the env's params (`memory_length` of MemoryChain-bsuite)
+    set it in the default params; the others go to the env's constructor. A few gymnax
+    envs emit observations of another dtype than their space declares (Catch-bsuite,
+    FourRooms-misc); those are cast to the declared dtype so they pass `check_env` like
+    any other.
     """
     import gymnax
 
@@ -124,12 +128,42 @@ def _make_gymnax(name: str, **kwargs):
         raise ConfigError(f"unknown env {name!r} (a gymnax id, a registered name or "
                           f"module.path:factory; `jaxrl-async envs` lists them)")
     with building_env(repr(name), kwargs):  # MNISTBandit downloads MNIST when built
-        env, params = gymnax.make(name, **kwargs)
+        env, params = gymnax.make(name)
+        fields = {f.name for f in dataclasses.fields(params)}
+        constructor = {k: v for k, v in kwargs.items() if k not in fields}
+        if constructor:
+            env, params = gymnax.make(name, **constructor)
+        params = params.replace(**{k: v for k, v in kwargs.items() if k in fields})
     declared = np.dtype(env.observation_space(params).dtype)
     obs, _ = jax.eval_shape(env.reset, jax.random.key(0), params)
     if np.dtype(obs.dtype) != declared:
         env = CastObservation(env, declared)
     return env, params
+
+
+def resolve(config, env=None, env_params=None):
+    """(env, env_params) of a run's `env` section (an EnvConfig): `env` if given (a custom
+    env passed to `train`), else built from `config.name` and `config.kwargs`; params
+    default to the env's own. With `config.mask_obs`, the listed observation entries are
+    zeroed (MaskObservation); an index the observation does not have is a ConfigError."""
+    if env is None:
+        env, default_params = make(config.name, **config.kwargs)
+    else:
+        default_params = getattr(env, "default_params", None)
+    env_params = default_params if env_params is None else env_params
+    if config.mask_obs:
+        shape = spec_of(env, env_params).obs_shape
+        what = f"env.mask_obs={list(config.mask_obs)}"
+        if isinstance(shape, dict) or not shape:
+            raise ConfigError(f"{what} needs an array observation; {config.name} observes "
+                              f"{shape}")
+        bad = [i for i in config.mask_obs if not 0 <= i < shape[-1]]
+        if bad:
+            raise ConfigError(f"{what}: index {bad[0]} is out of range for {config.name}'s "
+                              f"observation of shape {shape} (indices into its last axis, "
+                              f"0 to {shape[-1] - 1})")
+        env = MaskObservation(env, config.mask_obs)
+    return env, env_params
 
 
 def make_batched(env, normalize_obs: bool = False, axis_name: str | None = None):
@@ -142,5 +176,5 @@ def make_batched(env, normalize_obs: bool = False, axis_name: str | None = None)
 
 
 __all__ = ["CastObservation", "EnvSpec", "EnvSpecError", "EpisodeStatistics",
-           "NormalizeObservation", "VecEnv", "check_env", "make", "make_batched",
-           "register", "registered_envs", "spec_of"]
+           "MaskObservation", "NormalizeObservation", "VecEnv", "check_env", "make",
+           "make_batched", "register", "registered_envs", "resolve", "spec_of"]

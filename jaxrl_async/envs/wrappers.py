@@ -1,6 +1,6 @@
 """Env wrappers, each a gymnax-API env around another.
 
-`EpisodeStatistics` works per env; `VecEnv` vmaps an env over a batch;
+`EpisodeStatistics` and `MaskObservation` work per env; `VecEnv` vmaps an env over a batch;
 `NormalizeObservation` wraps a VecEnv because its running statistics are
 shared by the whole batch.
 """
@@ -47,6 +47,28 @@ class CastObservation(Wrapper):
         obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
         info = {**info, "final_observation": info["final_observation"].astype(self.dtype)}
         return obs.astype(self.dtype), state, reward, terminated, truncated, info
+
+
+class MaskObservation(Wrapper):
+    """Zeroes the entries `indices` of the last axis of an array observation (and of
+    info["final_observation"]): a partially observed variant of an env, e.g. CartPole
+    without its velocities (`env.mask_obs=[1,3]`). The observation space is unchanged."""
+
+    def __init__(self, env, indices):
+        super().__init__(env)
+        self.indices = tuple(int(i) for i in indices)
+
+    def _mask(self, obs):
+        return obs.at[..., list(self.indices)].set(0)
+
+    def reset(self, key, params=None):
+        obs, state = self._env.reset(key, params)
+        return self._mask(obs), state
+
+    def step(self, key, state, action, params=None):
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
+        info = {**info, "final_observation": self._mask(info["final_observation"])}
+        return self._mask(obs), state, reward, terminated, truncated, info
 
 
 @struct.dataclass

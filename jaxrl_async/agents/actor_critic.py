@@ -1,0 +1,259 @@
+"""The networks of the actor-critic agents (PPO, IMPALA), memoryless or recurrent.
+
+`make_actor_critic` returns one interface for both kinds (`ActorCritic`), so each
+agent writes its loss once: `evaluate` scores a minibatch (the taken actions'
+log-probabilities, the entropies, the values) and `values` runs the critic over a
+whole trajectory.
+
+Recurrent (`agent.memory=gru|lstm`): the torso (encoder and MLP, or convs) feeds one
+recurrent cell (flax's GRUCell or OptimizedLSTMCell), whose output feeds a linear
+policy head and a linear value head. The actor steps torso, cell and policy head inside
+the rollout's scan, resetting the carry where an episode starts. The learner's batches
+are whole sequences of some envs [T, b]; it embeds every step in one batched call and
+scans the cell over time from the carry the trajectory stored for its first step, with
+the same resets, then applies both heads to every step at once.
+
+Stale carries. At lag L the trajectory, and the carry it stored, came from parameters L
+updates old. The learner keeps that carry (R2D2's "stored state", Kapturowski et al.
+2019) and re-runs the cell over the whole rollout with its current parameters: from the
+first step on, its hidden states are its own parameters' function of the observations,
+seeded by an old carry whose influence fades as the cell forgets (episodes that start
+inside the rollout begin from the exact zero carry). What stays stale is what the actor
+recorded, the behaviour log-probabilities, and that is what the losses' importance
+ratios compare the learner's policy against (PPO's clipped ratio, IMPALA's V-trace
+weights), whatever part of the mismatch the carry caused. At lag 0 the learner's first
+pass reproduces the actor's log-probabilities (tests/test_memory.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_async import distributions as D
+from jaxrl_async.agents.common import concat_obs
+from jaxrl_async.envs.spec import EnvSpec, obs_zeros
+from jaxrl_async.errors import ConfigError
+from jaxrl_async.networks import (
+    CategoricalPolicy,
+    GaussianPolicy,
+    MemorySpec,
+    RecurrentActorCritic,
+    TorsoSpec,
+    ValueHead,
+    initial_carry,
+    reset_carry,
+)
+
+
+class Scored(NamedTuple):
+    """What `ActorCritic.evaluate` computes for a minibatch, each shaped like its leading
+    axes ([N] steps, or [T, b] sequences)."""
+
+    log_prob: jax.Array  # of the minibatch's actions under the current policy
+    entropy: jax.Array
+    value: jax.Array  # V(x_t)
+    next_value: jax.Array | None  # V(x'_t) with the gradient stopped, if asked for
+
+
+class ActorCritic(NamedTuple):
+    """A policy and a state-value function for one env spec, as pure functions.
+
+    init:   key -> params
+    act:    Agent.act: memoryless (params, obs [B, ...], keys [B], clock=None) ->
+            (action [B, ...], extras {"log_prob"[, "raw_action"]}); recurrent
+            (params, carry, obs, episode_start [B], keys, clock=None) -> (carry, action,
+            extras)
+    greedy: Agent.greedy, the most likely action: the argmax of the logits, or the
+            Gaussian's mean clipped to the bounds (recurrent: with the carry, as act)
+    evaluate: (params, batch, next_value=False) -> Scored. `batch` holds "obs" and
+            "action" (and "next_obs" for next_value) with leading axes [N] (memoryless:
+            any steps) or [T, b] (recurrent: whole sequences), plus, recurrent, what
+            `sequence_inputs` gives
+    values: (params, trajectory [T, B]) -> (V(x_t), V(x'_t)) [T, B], x'_t the observation
+            after step t before any auto-reset
+    sequence_inputs: trajectory -> the extra batch entries `evaluate` needs to re-run it
+            ({} memoryless; recurrent: "carry" [1, B, ...], the carry the actor held
+            before the first step, and "episode_start" [T, B])
+    scored_action: trajectory -> the actions as the policy scored them (pre-clipping ones
+            for a Gaussian policy, whose env actions are clipped to the bounds)
+    init_carry: Agent.init_carry (None: memoryless)
+    """
+
+    init: Callable
+    act: Callable
+    greedy: Callable
+    evaluate: Callable
+    values: Callable
+    sequence_inputs: Callable
+    scored_action: Callable
+    init_carry: Callable | None = None
+
+    @property
+    def recurrent(self) -> bool:
+        return self.init_carry is not None
+
+
+class Policy(NamedTuple):
+    """The action distribution given a policy head's output (logits, or mean and log-std)."""
+
+    sample: Callable  # (keys [B], out) -> (action, extras {"log_prob"[, "raw_action"]})
+    score: Callable  # (out, action) -> (log_prob, entropy)
+    mode: Callable  # out -> the most likely action
+    scored_action: Callable  # trajectory -> the actions `score` takes
+
+
+def make_policy(spec: EnvSpec, algo: str) -> Policy:
+    """Categorical for discrete actions, Gaussian (clipped to the bounds) for a vector."""
+    if spec.discrete:
+        def sample(keys, logits):
+            action = D.categorical_sample(keys, logits)
+            return action, {"log_prob": D.categorical_log_prob(logits, action)}
+
+        return Policy(
+            sample, lambda logits, a: (D.categorical_log_prob(logits, a),
+                                       D.categorical_entropy(logits)),
+            lambda logits: jnp.argmax(logits, axis=-1).astype(jnp.int32),
+            lambda traj: traj.action)
+    if len(spec.action_shape) != 1:
+        raise ConfigError(f"{algo} needs a vector action, got shape {spec.action_shape}")
+    low, high = jnp.asarray(spec.action_low), jnp.asarray(spec.action_high)
+
+    def gaussian_sample(keys, out):
+        mean, log_std = out
+        raw = D.gaussian_sample(keys, mean, log_std)
+        extras = {"log_prob": D.gaussian_log_prob(mean, log_std, raw), "raw_action": raw}
+        return jnp.clip(raw, low, high).astype(spec.action_dtype), extras
+
+    return Policy(
+        gaussian_sample,
+        lambda out, a: (D.gaussian_log_prob(*out, a), D.gaussian_entropy(*out)),
+        lambda out: jnp.clip(out[0], low, high).astype(spec.action_dtype),
+        lambda traj: traj.extras["raw_action"])
+
+
+def make_actor_critic(spec: EnvSpec, torso: TorsoSpec, algo: str,
+                      memory: MemorySpec | None = None) -> ActorCritic:
+    """Memoryless: separate policy and value networks on their own torsos. With `memory`:
+    one torso and cell shared by both heads (`make_recurrent`)."""
+    if memory is not None:
+        return make_recurrent(spec, torso, memory, algo)
+    policy = make_policy(spec, algo)
+    actor = (CategoricalPolicy(spec.num_actions, torso) if spec.discrete
+             else GaussianPolicy(spec.action_shape[0], torso))
+    critic = ValueHead(torso)
+
+    def init(key):
+        actor_key, critic_key = jax.random.split(key)
+        dummy = obs_zeros(spec)
+        return {"actor": actor.init(actor_key, dummy), "critic": critic.init(critic_key, dummy)}
+
+    def act(params, obs, key, clock=None):
+        return policy.sample(key, actor.apply(params["actor"], obs))
+
+    def greedy(params, obs):
+        return policy.mode(actor.apply(params["actor"], obs))
+
+    def evaluate(params, batch, next_value=False):
+        action = batch["action"]
+        lead = action.shape[:action.ndim - len(spec.action_shape)]
+        flat = _flatten(lead)
+        log_prob, entropy = policy.score(actor.apply(params["actor"], flat(batch["obs"])),
+                                         flat(action))
+        value = critic.apply(params["critic"], flat(batch["obs"]))
+        # V(x'_t) only feeds targets: constant parameters, no backward pass.
+        next_v = (critic.apply(jax.lax.stop_gradient(params["critic"]), flat(batch["next_obs"]))
+                  if next_value else None)
+        return _unflatten(lead, Scored(log_prob, entropy, value, next_v))
+
+    def values(params, traj):
+        T, B = traj.reward.shape
+        both = jax.tree.map(lambda x: x.reshape(2 * T * B, *x.shape[2:]),
+                            concat_obs(traj.obs, traj.next_obs))
+        return critic.apply(params["critic"], both).reshape(2, T, B)
+
+    return ActorCritic(init, act, greedy, evaluate, values, lambda traj: {},
+                       policy.scored_action)
+
+
+def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec,
+                   algo: str) -> ActorCritic:
+    """The recurrent actor-critic (module docstring); params are one network's."""
+    policy = make_policy(spec, algo)
+    net = RecurrentActorCritic(torso, memory, spec.num_actions if spec.discrete else 0,
+                               0 if spec.discrete else spec.action_shape[0])
+
+    def init_carry(batch: int):
+        return initial_carry(memory, batch)
+
+    def init(key):
+        return net.init(key, init_carry(1), obs_zeros(spec))
+
+    def core(params, carry, obs, episode_start):
+        """One step of every env: (carry, h [B, size])."""
+        x = net.apply(params, obs, method="embed")
+        return net.apply(params, reset_carry(carry, episode_start), x, method="step")
+
+    def act(params, carry, obs, episode_start, key, clock=None):
+        carry, h = core(params, carry, obs, episode_start)
+        return carry, *policy.sample(key, net.apply(params, h, obs, method="policy"))
+
+    def greedy(params, carry, obs, episode_start):
+        carry, h = core(params, carry, obs, episode_start)
+        return carry, policy.mode(net.apply(params, h, obs, method="policy"))
+
+    def unroll(params, carry, x, episode_start):
+        """The cell over time from `carry` [b, ...]: x [T, b, F], episode_start [T, b] ->
+        (h [T, b, size], the carry after each step [T, b, ...])."""
+        def step(carry, inputs):
+            x_t, start_t = inputs
+            carry, h = net.apply(params, reset_carry(carry, start_t), x_t, method="step")
+            return carry, (h, carry)
+
+        return jax.lax.scan(step, carry, (x, episode_start))[1]
+
+    def evaluate(params, batch, next_value=False):
+        lead = batch["episode_start"].shape  # [T, b]
+        flat = _flatten(lead)
+        obs = flat(batch["obs"])
+        x = net.apply(params, obs, method="embed").reshape(*lead, -1)
+        carry = jax.tree.map(lambda c: c[0], batch["carry"])
+        h, carries = unroll(params, carry, x, batch["episode_start"])
+        h = h.reshape(math.prod(lead), -1)
+        log_prob, entropy = policy.score(net.apply(params, h, obs, method="policy"),
+                                         flat(batch["action"]))
+        value = net.apply(params, h, method="value")
+        next_v = None
+        if next_value:  # V(x'_t): one more cell step from the carry after step t
+            fixed = jax.lax.stop_gradient(params)
+            x_next = net.apply(fixed, flat(batch["next_obs"]), method="embed")
+            _, h_next = net.apply(fixed, jax.lax.stop_gradient(flat(carries)), x_next,
+                                  method="step")
+            next_v = net.apply(fixed, h_next, method="value")
+        return _unflatten(lead, Scored(log_prob, entropy, value, next_v))
+
+    def sequence_inputs(traj):
+        return {"carry": jax.tree.map(lambda c: c[:1], traj.memory.carry),
+                "episode_start": traj.memory.episode_start}
+
+    def values(params, traj):
+        batch = {"obs": traj.obs, "next_obs": traj.next_obs,
+                 "action": policy.scored_action(traj), **sequence_inputs(traj)}
+        scored = evaluate(params, batch, next_value=True)
+        return scored.value, scored.next_value
+
+    return ActorCritic(init, act, greedy, evaluate, values, sequence_inputs,
+                       policy.scored_action, init_carry)
+
+
+def _flatten(lead: tuple[int, ...]) -> Callable[[Any], Any]:
+    """tree [*lead, ...] -> [prod(lead), ...]."""
+    n = math.prod(lead)
+    return lambda tree: jax.tree.map(lambda x: x.reshape(n, *x.shape[len(lead):]), tree)
+
+
+def _unflatten(lead: tuple[int, ...], scored: Scored) -> Scored:
+    return jax.tree.map(lambda x: x.reshape(lead), scored)

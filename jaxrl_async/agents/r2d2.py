@@ -1,0 +1,252 @@
+"""R2D2: recurrent DQN on prioritized replay of sequences (Kapturowski et al. 2019,
+"Recurrent Experience Replay in Distributed Reinforcement Learning").
+
+An agent of its own (`agent.name=r2d2`) rather than `dqn` with `agent.memory=gru`: what
+sits between the actor and the loss differs throughout. Its replay items are sequences
+with their stored carries (replay/sequences.py), not n-step transitions; its learner
+unrolls a cell, burns in, rescales values and scores whole sequences. What is the same
+(epsilon schedules, epsilon-greedy over the legal actions, the double-Q target, the
+target network's moves) is imported from dqn.py, so `dqn` stays memoryless and unchanged.
+
+The network: the shared torso, then a GRU or LSTM cell, then a linear Q head (dueling
+optional). The actor steps it inside the rollout, resetting the carry where an episode
+starts. A learner update on a batch of sequences [L, b] (time-major here):
+
+1. burn-in: the online cell runs over the first `burn_in` steps from the stored carry
+   with the gradient stopped, so those steps only refresh the stale stored carry;
+2. the remaining M = L - burn_in steps run from there with gradient: Q(x_t, a_t);
+3. targets: the target network runs over all L steps from the same stored carry; Q of
+   x'_t (the observation after step t, before any auto-reset) is one more cell step from
+   the carry after step t, for the target network and (double Q) the online one. n-step
+   returns within the trained steps stop at episode ends (a termination does not
+   bootstrap, a truncation bootstraps from its final observation) and at the sequence's
+   end (bootstrapping from its last x'). With value rescaling the target is
+   h(R + γ^k · h⁻¹(Q_target(x', a*))), h(x) = sign(x)(sqrt(|x| + 1) - 1) + εx;
+4. loss: the importance-weighted mean over sequences of the mean squared (or Huber) TD
+   error over their trained steps; priority η · max|δ| + (1 - η) · mean|δ|.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+from jax.flatten_util import ravel_pytree
+
+from jaxrl_async.agents.common import flat_grad_step, make_optimizer
+from jaxrl_async.agents.configs import R2D2Config
+from jaxrl_async.agents.dqn import (DQNState, epsilon_greedy, epsilons, legal_actions,
+                                    move_target, td_targets)
+from jaxrl_async.envs.spec import obs_zeros
+from jaxrl_async.errors import ConfigError
+from jaxrl_async.networks import (CELLS, MemorySpec, Torso, TorsoSpec, initial_carry,
+                                  mask_logits, reset_carry)
+from jaxrl_async.returns import nstep_returns
+from jaxrl_async.types import Agent, BuildContext, ReplayUse
+
+
+class RecurrentQNetwork(nn.Module):
+    """Torso, recurrent cell, Q head; called in parts so the learner embeds every step of
+    a batch at once and scans only the cell: embed(obs [N, ...]) -> x [N, F];
+    step(carry, x) -> (carry, h [N, size]); q(h, obs) -> [N, A] (illegal actions at -1e9)."""
+
+    torso: TorsoSpec
+    memory: MemorySpec
+    num_actions: int
+    dueling: bool = False
+
+    def setup(self):
+        self.body = Torso(self.torso)
+        self.cell = CELLS[self.memory.cell](self.memory.size)
+        self.advantage = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0))
+        if self.dueling:
+            self.value = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
+
+    def embed(self, obs):
+        return self.body(obs)
+
+    def step(self, carry, x):
+        return self.cell(carry, x)
+
+    def q(self, h, obs):
+        a = self.advantage(h)
+        if self.dueling:
+            a = self.value(h) + a - a.mean(axis=-1, keepdims=True)
+        return mask_logits(a, obs)
+
+    def __call__(self, carry, obs):
+        carry, h = self.step(carry, self.embed(obs))
+        return carry, self.q(h, obs)
+
+
+def value_rescale(x, eps: float):
+    """h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps·x (Pohlen et al. 2018)."""
+    return jnp.sign(x) * (jnp.sqrt(jnp.abs(x) + 1.0) - 1.0) + eps * x
+
+
+def value_rescale_inv(x, eps: float):
+    """h⁻¹(x) = sign(x)(((sqrt(1 + 4ε(|x| + 1 + ε)) - 1) / 2ε)² - 1), with the root
+    written as 2(|x| + 1 + ε) / (sqrt(1 + 4ε(|x| + 1 + ε)) + 1): the same value without
+    the cancellation of sqrt(1 + small) - 1 in float32."""
+    a = jnp.abs(x) + 1.0 + eps
+    root = 2.0 * a / (jnp.sqrt(1.0 + 4.0 * eps * a) + 1.0)
+    return jnp.sign(x) * (jnp.square(root) - 1.0)
+
+
+def sequence_priority(td_abs, eta: float):
+    """η · max + (1 - η) · mean of |TD| [..., M] over the last (time) axis."""
+    return eta * td_abs.max(axis=-1) + (1.0 - eta) * td_abs.mean(axis=-1)
+
+
+def time_major(items):
+    """A sampled batch of sequences [b, L, ...] as [L, b, ...] (the carry has no time axis)."""
+    swap = lambda tree: jax.tree.map(lambda x: jnp.moveaxis(x, 1, 0), tree)  # noqa: E731
+    return items._replace(**{k: swap(v) for k, v in items._asdict().items() if k != "carry"})
+
+
+def _flat(tree, lead):
+    n = math.prod(lead)
+    return jax.tree.map(lambda x: x.reshape(n, *x.shape[len(lead):]), tree)
+
+
+class Unroller:
+    """The network over [T, b] steps for one set of parameters (see the module docstring)."""
+
+    def __init__(self, net: RecurrentQNetwork, params):
+        self.net, self.params = net, params
+
+    def embed(self, obs):
+        lead = jax.tree.leaves(obs)[0].shape[:2]
+        return self.net.apply(self.params, _flat(obs, lead), method="embed").reshape(*lead, -1)
+
+    def unroll(self, carry, obs, episode_start):
+        """(h [T, b, size], the carry after each step [T, b, ...]) from `carry` [b, ...],
+        reset where an episode starts, as the actor did."""
+        def step(carry, inputs):
+            x_t, start_t = inputs
+            carry, h = self.net.apply(self.params, reset_carry(carry, start_t), x_t,
+                                      method="step")
+            return carry, (h, carry)
+
+        return jax.lax.scan(step, carry, (self.embed(obs), episode_start))[1]
+
+    def q(self, h, obs):
+        lead = h.shape[:2]
+        return self.net.apply(self.params, _flat(h, lead), _flat(obs, lead),
+                              method="q").reshape(*lead, -1)
+
+    def q_next(self, carries, next_obs):
+        """Q(x'_t) [T, b, A]: one more cell step from the carry after each step t."""
+        lead = jax.tree.leaves(next_obs)[0].shape[:2]
+        x = self.net.apply(self.params, _flat(next_obs, lead), method="embed")
+        _, h = self.net.apply(self.params, _flat(carries, lead), x, method="step")
+        return self.q(h.reshape(*lead, -1), next_obs)
+
+
+def sequence_loss(net: RecurrentQNetwork, config: R2D2Config, params, target_params, seq,
+                  weights):
+    """(loss, (metrics, priorities [b])) of sequences `seq` (time-major [L, b, ...], carry
+    [b, ...]) with importance weights [b]; the gradient flows only through `params` on the
+    steps after the burn-in."""
+    K, n = config.burn_in, config.n_step
+    trained = lambda tree: jax.tree.map(lambda x: x[K:], tree)  # noqa: E731
+    fixed = jax.lax.stop_gradient(params)
+    carry = seq.carry
+    if K:  # the burn-in refreshes the stored carry and passes on no gradient
+        _, carries = Unroller(net, fixed).unroll(carry, jax.tree.map(lambda x: x[:K], seq.obs),
+                                                 seq.episode_start[:K])
+        carry = jax.lax.stop_gradient(jax.tree.map(lambda c: c[-1], carries))
+    online = Unroller(net, params)
+    h, carries = online.unroll(carry, trained(seq.obs), seq.episode_start[K:])
+    q = online.q(h, trained(seq.obs))  # [M, b, A]
+    q_taken = jnp.take_along_axis(q, seq.action[K:, :, None].astype(jnp.int32), axis=-1)[..., 0]
+
+    target_net = Unroller(net, target_params)
+    _, target_carries = target_net.unroll(seq.carry, seq.obs, seq.episode_start)
+    next_obs = trained(seq.next_obs)
+    next_q_target = target_net.q_next(trained(target_carries), next_obs)
+    next_q_online = (Unroller(net, fixed).q_next(jax.lax.stop_gradient(carries), next_obs)
+                     if config.double else None)
+    M, b, A = next_q_target.shape
+    flat_online = None if next_q_online is None else next_q_online.reshape(M * b, A)
+    bootstrap = td_targets(flat_online, next_q_target.reshape(M * b, A), jnp.zeros(M * b),
+                           jnp.ones(M * b), config.double).reshape(M, b)
+
+    # n-step returns inside the trained steps: the sequence's last step ends every return
+    # as a truncation would (bootstrapping from its x'); the padding is never reached.
+    pad = lambda x: jnp.concatenate([x, jnp.zeros((n - 1, b), x.dtype)])  # noqa: E731
+    truncated = seq.truncated[K:].at[-1].set(True)
+    returns, discounts, offsets = nstep_returns(pad(seq.reward[K:]), pad(seq.terminated[K:]),
+                                                pad(truncated), n, config.gamma)
+    bootstrap = jnp.take_along_axis(bootstrap, jnp.arange(M)[:, None] + offsets, axis=0)
+    if config.value_rescale:
+        eps = config.rescale_eps
+        target = value_rescale(returns + discounts * value_rescale_inv(bootstrap, eps), eps)
+    else:
+        target = returns + discounts * bootstrap
+    td = jax.lax.stop_gradient(target) - q_taken  # [M, b]
+    if config.loss == "huber":
+        per_step = optax.huber_loss(td, delta=config.huber_delta)
+    else:
+        per_step = 0.5 * jnp.square(td)
+    loss = jnp.mean(weights * per_step.mean(axis=0))
+    td_abs = jnp.abs(td)
+    metrics = {"loss": loss, "q_mean": jnp.mean(q_taken), "td_abs_mean": jnp.mean(td_abs)}
+    return loss, (metrics, sequence_priority(td_abs.T, config.priority_eta))
+
+
+def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
+    if not ctx.spec.discrete:
+        raise ConfigError("agent.name=r2d2 needs a discrete action space")
+    memory = config.memory_spec()
+    num_actions = ctx.spec.num_actions
+    net = RecurrentQNetwork(config.torso_spec(), memory, num_actions, config.dueling)
+    optimizer = make_optimizer("adam", config.learning_rate, config.anneal_lr,
+                               max(1, ctx.num_updates * config.updates_per_tick),
+                               config.max_grad_norm, config.adam_eps)
+    action_dtype = ctx.spec.action_dtype
+
+    def init_carry(batch: int):
+        return initial_carry(memory, batch)
+
+    def init(key):
+        params = net.init(key, init_carry(1), obs_zeros(ctx.spec))
+        return DQNState(params, params, optimizer.init(ravel_pytree(params)[0]), jnp.int32(0))
+
+    def core(params, carry, obs, episode_start):
+        carry = reset_carry(carry, episode_start)
+        return net.apply(params, carry, obs)
+
+    def act(params, carry, obs, episode_start, keys, clock):
+        carry, q = core(params, carry, obs, episode_start)
+        epsilon = epsilons(config, clock.env_steps, clock.env_index, clock.num_envs)
+        action = epsilon_greedy(keys, jnp.argmax(q, axis=-1), epsilon,
+                                legal_actions(obs, num_actions))
+        return carry, action.astype(action_dtype), {}
+
+    def greedy(params, carry, obs, episode_start):
+        carry, q = core(params, carry, obs, episode_start)
+        return carry, jnp.argmax(q, axis=-1).astype(action_dtype)
+
+    def learn(state: DQNState, sample, key):
+        del key  # the sample carries all randomness
+        seq = time_major(sample.items)
+        flat, unravel = ravel_pytree(state.params)
+
+        def loss_fn(flat, _):
+            return sequence_loss(net, config, unravel(flat), state.target_params, seq,
+                                 sample.weights)
+
+        flat, opt_state, metrics, priorities = flat_grad_step(
+            loss_fn, optimizer, flat, state.opt_state, None, ctx.axis_name)
+        params, steps = unravel(flat), state.steps + 1
+        target_params = move_target(config, params, state.target_params, steps)
+        return DQNState(params, target_params, opt_state, steps), metrics, priorities
+
+    use = ReplayUse(config.n_step, config.gamma, config.updates_per_tick,
+                    config.sequence_length, config.sequence_overlap)
+    return Agent(init=init, act=act, learn=learn, data="replay", replay=use, greedy=greedy,
+                 init_carry=init_carry)
