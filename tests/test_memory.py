@@ -68,6 +68,19 @@ def test_evaluation_carries_the_memory_through_each_episode(mode):
     np.testing.assert_array_equal(np.asarray(returns), np.asarray(lengths))
 
 
+def test_a_recurrent_run_evaluates_and_its_checkpoint_does_too(tmp_path):
+    from jaxrl_async.evaluate import evaluate_run
+
+    config = jaxrl_async.load_config("ppo_cartpole", [
+        *GRU, "eval.every=512", "eval.episodes=3", "eval.max_steps=50"])
+    result = jaxrl_async.train(config, run_dir=tmp_path / "run")
+    assert np.isfinite(result.summary["eval_return_mean"])
+    again = evaluate_run(tmp_path / "run", write=False)
+    assert again["return_mean"] == result.summary["eval_return_mean"]
+    sampled = evaluate_run(tmp_path / "run", mode="sample", write=False)
+    assert 1 <= min(sampled["lengths"]) and max(sampled["lengths"]) <= 50
+
+
 def test_a_memoryless_agent_carries_nothing():
     config = jaxrl_async.load_config("ppo_cartpole", [*GRU[:3], "train.total_steps=1024"])
     pipeline, agent = build_pipeline(config)
