@@ -276,6 +276,29 @@ def _trained(name, overrides):
     return jaxrl_async.train(config)
 
 
+def test_recurrent_ppo_learns_to_count_on_a_custom_env():
+    """A custom env passed to `train` (ClockEnv: blank observations, reward 1 for the
+    parity of the step, episodes of 3-6 steps, so 4.5 per episode at best): the recurrent
+    policy counts, a memoryless one earns about half.
+
+    Measured over seeds 0-15 at 16,384 steps, final returns: GRU 4.34-4.56 (median 4.48)
+    with philox4x32, 4.37-4.70 with threefry2x32 (a window's episodes may run long); the
+    MLP 2.43-2.57. At 8,192 steps the GRU's worst seed was 2.67.
+    """
+    tiny = ["env.num_envs=8", "pipeline.rollout_len=32", "agent.hidden_sizes=[16]",
+            "agent.memory_size=16", "agent.num_minibatches=2", "agent.learning_rate=3e-3",
+            "agent.ent_coef=0.0", "train.total_steps=16384", "train.log_every=1024",
+            "train.num_seeds=4", "train.progress=false"]
+
+    def returns(memory):
+        config = jaxrl_async.load_config("ppo_cartpole", [*tiny, f"agent.memory={memory}"])
+        return jaxrl_async.train(config, env=ClockEnv())
+
+    assert_learns(returns("gru"), 4.0, min_passing=3)
+    mlp = seed_returns(returns("none"))
+    assert np.all(mlp < 3.0), f"a memoryless policy cannot count: {mlp}"
+
+
 @pytest.mark.slow
 def test_recurrent_ppo_balances_cartpole_without_velocities():
     """ppo_rnn_cartpole_masked at 3e5 steps (shipped 5e5): the median and 2 of 3 seeds
