@@ -33,7 +33,7 @@ def cli():
 LONG_FIRST = ("test_suite_craftax.py", "test_sac.py", "test_suite_jumanji.py", "test_dqn.py",
               "test_suite_xminigrid.py", "test_suite_brax.py", "test_distributed.py", "test_multidevice.py",
               "test_split.py", "test_pipeline.py", "test_train.py", "test_checkpoint.py",
-              "test_impala.py", "test_seeds.py", "test_custom_env.py")
+              "test_impala.py", "test_memory.py", "test_seeds.py", "test_custom_env.py")
 
 
 def pytest_collection_modifyitems(config, items):

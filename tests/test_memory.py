@@ -68,6 +68,19 @@ def test_evaluation_carries_the_memory_through_each_episode(mode):
     np.testing.assert_array_equal(np.asarray(returns), np.asarray(lengths))
 
 
+def test_a_recurrent_run_evaluates_and_its_checkpoint_does_too(tmp_path):
+    from jaxrl_async.evaluate import evaluate_run
+
+    config = jaxrl_async.load_config("ppo_cartpole", [
+        *GRU, "eval.every=512", "eval.episodes=3", "eval.max_steps=50"])
+    result = jaxrl_async.train(config, run_dir=tmp_path / "run")
+    assert np.isfinite(result.summary["eval_return_mean"])
+    again = evaluate_run(tmp_path / "run", write=False)
+    assert again["return_mean"] == result.summary["eval_return_mean"]
+    sampled = evaluate_run(tmp_path / "run", mode="sample", write=False)
+    assert 1 <= min(sampled["lengths"]) and max(sampled["lengths"]) <= 50
+
+
 def test_a_memoryless_agent_carries_nothing():
     config = jaxrl_async.load_config("ppo_cartpole", [*GRU[:3], "train.total_steps=1024"])
     pipeline, agent = build_pipeline(config)
@@ -261,6 +274,29 @@ def _trained(name, overrides):
     config = jaxrl_async.load_config(name, [*overrides, "train.num_seeds=3",
                                             "train.progress=false"])
     return jaxrl_async.train(config)
+
+
+def test_recurrent_ppo_learns_to_count_on_a_custom_env():
+    """A custom env passed to `train` (ClockEnv: blank observations, reward 1 for the
+    parity of the step, episodes of 3-6 steps, so 4.5 per episode at best): the recurrent
+    policy counts, a memoryless one earns about half.
+
+    Measured over seeds 0-15 at 16,384 steps, final returns: GRU 4.34-4.56 (median 4.48)
+    with philox4x32, 4.37-4.70 with threefry2x32 (a window's episodes may run long); the
+    MLP 2.43-2.57. At 8,192 steps the GRU's worst seed was 2.67.
+    """
+    tiny = ["env.num_envs=8", "pipeline.rollout_len=32", "agent.hidden_sizes=[16]",
+            "agent.memory_size=16", "agent.num_minibatches=2", "agent.learning_rate=3e-3",
+            "agent.ent_coef=0.0", "train.total_steps=16384", "train.log_every=1024",
+            "train.num_seeds=4", "train.progress=false"]
+
+    def returns(memory):
+        config = jaxrl_async.load_config("ppo_cartpole", [*tiny, f"agent.memory={memory}"])
+        return jaxrl_async.train(config, env=ClockEnv())
+
+    assert_learns(returns("gru"), 4.0, min_passing=3)
+    mlp = seed_returns(returns("none"))
+    assert np.all(mlp < 3.0), f"a memoryless policy cannot count: {mlp}"
 
 
 @pytest.mark.slow
