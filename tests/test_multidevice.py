@@ -57,7 +57,8 @@ SCRIPT = textwrap.dedent("""
             out[f"impala{lag}/{devices}"] = {
                 "params": np.asarray(ravel_pytree(result.state.learner.params)[0]).tolist(),
                 "loss": result.metrics["loss"].tolist()}
-    for name, lag in (("ppo_cartpole", 0), ("ppo_cartpole", 1), ("impala_cartpole", 1)):
+    # Recurrent: PPO at lag 1 (the stored carries in flight), IMPALA at lag 1 (V-trace).
+    for name, lag in (("ppo_cartpole", 1), ("impala_cartpole", 1)):
         for devices in (1, 2):  # recurrent: the carries split over the devices with the envs
             config = jaxrl_async.load_config(name, [
                 "env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",
@@ -139,8 +140,7 @@ def test_impala_same_parameters_on_two_devices(runs, lag):
     np.testing.assert_allclose(two["params"], one["params"], rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("name, lag", [("ppo_cartpole", 0), ("ppo_cartpole", 1),
-                                       ("impala_cartpole", 1)])
+@pytest.mark.parametrize("name, lag", [("ppo_cartpole", 1), ("impala_cartpole", 1)])
 def test_recurrent_same_parameters_on_two_devices(runs, name, lag):
     import numpy as np
 

@@ -93,12 +93,10 @@ def test_bad_lag_values_are_config_errors():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lag, prng", [(1, "philox4x32"), (2, "threefry2x32")])
-def test_async_ppo_solves_cartpole(lag, prng):
+def test_async_ppo_solves_cartpole(lag=1, prng="philox4x32"):
     """PPO one and two updates behind the learner still solves CartPole: at the shipped 5e5
-    steps 3 of 4 seeds and the median reach 475. Lag 1 (the shipped config) runs under the
-    default PRNG and lag 2 under threefry2x32, so both lags and both PRNGs learn in two
-    runs, not four (the suite's time).
+    steps 3 of 4 seeds and the median reach 475. The suite runs the shipped config (lag 1,
+    default PRNG) only, for its time.
 
     Measured over seeds 0-15 at 5e5 steps (one num_seeds=16 program each), seeds reaching
     475: 16/16 at lag 1 and 16/16 at lag 2, with philox4x32 and with threefry2x32 (every
