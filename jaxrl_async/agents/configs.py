@@ -195,6 +195,24 @@ class IMPALAConfig(TorsoFields):
         check_env_minibatches(config, "IMPALA minibatches split the envs")
 
 
+def check_dqn_fields(need, config) -> None:
+    """The checks of the fields DQNConfig and R2D2Config share (same names, same meaning)."""
+    need(config.learning_rate > 0, "learning_rate", "> 0")
+    need(config.adam_eps > 0, "adam_eps", "> 0")
+    need(config.max_grad_norm > 0, "max_grad_norm", "> 0")
+    need(0 <= config.gamma <= 1, "gamma", "in [0, 1]")
+    need(config.n_step >= 1, "n_step", ">= 1")
+    need(config.loss in DQN_LOSSES, "loss", f"one of {list(DQN_LOSSES)}")
+    need(config.huber_delta > 0, "huber_delta", "> 0")
+    need(config.target_update_every >= 1, "target_update_every", ">= 1")
+    need(0 < config.tau <= 1, "tau", "in (0, 1]")
+    for key in ("epsilon_start", "epsilon_end", "apex_epsilon"):
+        need(0 <= getattr(config, key) <= 1, key, "in [0, 1]")
+    need(config.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
+    need(config.apex_alpha >= 0, "apex_alpha", ">= 0")
+    need(config.updates_per_tick >= 1, "updates_per_tick", ">= 1")
+
+
 @dataclasses.dataclass(frozen=True)
 class DQNConfig(TorsoFields):
     DATA: ClassVar[str] = "replay"
@@ -229,20 +247,7 @@ class DQNConfig(TorsoFields):
     def __post_init__(self):
         need = field_checks(self)
 
-        need(self.learning_rate > 0, "learning_rate", "> 0")
-        need(self.adam_eps > 0, "adam_eps", "> 0")
-        need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
-        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
-        need(self.n_step >= 1, "n_step", ">= 1")
-        need(self.loss in DQN_LOSSES, "loss", f"one of {list(DQN_LOSSES)}")
-        need(self.huber_delta > 0, "huber_delta", "> 0")
-        need(self.target_update_every >= 1, "target_update_every", ">= 1")
-        need(0 < self.tau <= 1, "tau", "in (0, 1]")
-        for key in ("epsilon_start", "epsilon_end", "apex_epsilon"):
-            need(0 <= getattr(self, key) <= 1, key, "in [0, 1]")
-        need(self.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
-        need(self.apex_alpha >= 0, "apex_alpha", ">= 0")
-        need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
+        check_dqn_fields(need, self)
         memoryless_only(need, self, "dqn")
 
 
@@ -291,20 +296,7 @@ class R2D2Config(TorsoFields):
     def __post_init__(self):
         need = field_checks(self)
 
-        need(self.learning_rate > 0, "learning_rate", "> 0")
-        need(self.adam_eps > 0, "adam_eps", "> 0")
-        need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
-        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
-        need(self.n_step >= 1, "n_step", ">= 1")
-        need(self.loss in DQN_LOSSES, "loss", f"one of {list(DQN_LOSSES)}")
-        need(self.huber_delta > 0, "huber_delta", "> 0")
-        need(self.target_update_every >= 1, "target_update_every", ">= 1")
-        need(0 < self.tau <= 1, "tau", "in (0, 1]")
-        for key in ("epsilon_start", "epsilon_end", "apex_epsilon"):
-            need(0 <= getattr(self, key) <= 1, key, "in [0, 1]")
-        need(self.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
-        need(self.apex_alpha >= 0, "apex_alpha", ">= 0")
-        need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
+        check_dqn_fields(need, self)
         need(self.memory != "none", "memory", "gru or lstm: r2d2 is recurrent")
         need(self.sequence_length >= 1, "sequence_length", ">= 1")
         need(0 <= self.sequence_overlap < self.sequence_length, "sequence_overlap",
