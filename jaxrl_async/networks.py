@@ -10,15 +10,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_async.cells import CELLS, MemorySpec
+
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
 
 # The observation entry that marks the legal actions (a bool vector over them), where an
 # env has one (`envs/suites`). It is not encoded: the policy heads mask with it.
 MASK_KEY = "action_mask"
-
-
-# agent.memory -> flax's cell; each returns (carry, output) and initialises a zero carry.
-CELLS = {"gru": nn.GRUCell, "lstm": nn.OptimizedLSTMCell}
 
 
 class TorsoSpec(NamedTuple):
@@ -28,13 +26,6 @@ class TorsoSpec(NamedTuple):
     hidden_sizes: tuple[int, ...]
     activation: str
     conv: tuple[tuple[int, int, int], ...] = ()  # (channels, kernel, stride) per layer
-
-
-class MemorySpec(NamedTuple):
-    """The recurrent cell after the torso: `cell` one of CELLS, `size` its units."""
-
-    cell: str
-    size: int
 
 
 def _dense(features: int, scale: float) -> nn.Dense:
@@ -217,22 +208,6 @@ class QNetwork(nn.Module):
         return mask_logits(advantages, obs)
 
 
-def initial_carry(memory: MemorySpec, batch: int):
-    """The carry of `batch` envs at an episode's start (zeros: GRU h [batch, size], LSTM
-    (c, h))."""
-    cell = CELLS[memory.cell](memory.size)
-    return cell.initialize_carry(jax.random.key(0), (batch, memory.size))  # key unused: zeros
-
-
-def reset_carry(carry, episode_start):
-    """`carry` [B, ...] with the envs where `episode_start` [B] back at the initial (zero)
-    carry."""
-    def reset(c):
-        return jnp.where(episode_start.reshape(-1, *([1] * (c.ndim - 1))), 0.0, c).astype(c.dtype)
-
-    return jax.tree.map(reset, carry)
-
-
 class Torso(nn.Module):
     """`torso` as a module of its own (for networks built in `setup`)."""
 
@@ -246,9 +221,10 @@ class Torso(nn.Module):
 class RecurrentActorCritic(nn.Module):
     """Torso, then a recurrent cell whose output feeds a policy head and a value head.
 
-    Called in parts (`apply(..., method=...)`) so that the learner can embed every step
-    of a sequence in one batched call and scan only the cell over time:
-      embed(obs [N, ...]) -> x [N, F];  step(carry, x) -> (carry, h [N, size]);
+    Called in parts (`apply(..., method=...)`) so that the learner can embed and project
+    every step of a sequence in one batched call and scan only the cell's recurrence
+    (`cells.py`): embed(obs [N, ...]) -> x [N, F];  project(x) -> xp;  recur(carry, xp)
+    -> (carry, h [N, size]);  step(carry, x) = recur(carry, project(x));
       policy(h, obs) -> logits [N, A] (masked with the observation's action mask), or
         (mean [N, A], log_std [A]) for continuous actions;  value(h) -> [N].
     """
@@ -268,6 +244,12 @@ class RecurrentActorCritic(nn.Module):
 
     def embed(self, obs):
         return self.body(obs)
+
+    def project(self, x):
+        return self.cell.project(x)
+
+    def recur(self, carry, xp):
+        return self.cell.recur(carry, xp)
 
     def step(self, carry, x):
         return self.cell(carry, x)

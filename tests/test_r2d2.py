@@ -19,7 +19,7 @@ from jaxrl_async.agents.configs import R2D2Config
 from jaxrl_async.agents.r2d2 import (RecurrentQNetwork, sequence_loss, sequence_priority,
                                      time_major, value_rescale, value_rescale_inv)
 from jaxrl_async.config import ReplayConfig
-from jaxrl_async.networks import initial_carry
+from jaxrl_async.cells import initial_carry
 from jaxrl_async.offpolicy import make_replay_stage
 from jaxrl_async.replay.sequences import Sequence
 from jaxrl_async.types import Memory, ReplayUse, Transition

@@ -6,12 +6,13 @@ log-probabilities, the entropies, the values) and `values` runs the critic over 
 whole trajectory.
 
 Recurrent (`agent.memory=gru|lstm`): the torso (encoder and MLP, or convs) feeds one
-recurrent cell (flax's GRUCell or OptimizedLSTMCell), whose output feeds a linear
-policy head and a linear value head. The actor steps torso, cell and policy head inside
-the rollout's scan, resetting the carry where an episode starts. The learner's batches
-are whole sequences of some envs [T, b]; it embeds every step in one batched call and
-scans the cell over time from the carry the trajectory stored for its first step, with
-the same resets, then applies both heads to every step at once.
+recurrent cell (`cells.py`, GRU or LSTM), whose output feeds a linear policy head and
+a linear value head. The actor steps torso, cell and policy head inside the rollout's
+scan, resetting the carry where an episode starts. The learner's batches are whole
+sequences of some envs [T, b]; it embeds every step and projects it into the cell's
+gates in one batched call, scans only the cell's recurrence over time from the carry the
+trajectory stored for its first step, with the same resets, then applies both heads to
+every step at once.
 
 Stale carries. At lag L the trajectory, and the carry it stored, came from parameters L
 updates old. The learner keeps that carry (R2D2's "stored state", Kapturowski et al.
@@ -35,17 +36,15 @@ import jax.numpy as jnp
 
 from jaxrl_async import distributions as D
 from jaxrl_async.agents.common import concat_obs
+from jaxrl_async.cells import MemorySpec, initial_carry, reset_carry, unroll
 from jaxrl_async.envs.spec import EnvSpec, obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import (
     CategoricalPolicy,
     GaussianPolicy,
-    MemorySpec,
     RecurrentActorCritic,
     TorsoSpec,
     ValueHead,
-    initial_carry,
-    reset_carry,
 )
 
 
@@ -205,23 +204,14 @@ def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec,
         carry, h = core(params, carry, obs, episode_start)
         return carry, policy.mode(net.apply(params, h, obs, method="policy"))
 
-    def unroll(params, carry, x, episode_start):
-        """The cell over time from `carry` [b, ...]: x [T, b, F], episode_start [T, b] ->
-        (h [T, b, size], the carry after each step [T, b, ...])."""
-        def step(carry, inputs):
-            x_t, start_t = inputs
-            carry, h = net.apply(params, reset_carry(carry, start_t), x_t, method="step")
-            return carry, (h, carry)
-
-        return jax.lax.scan(step, carry, (x, episode_start))[1]
-
     def evaluate(params, batch, next_value=False):
         lead = batch["episode_start"].shape  # [T, b]
         flat = _flatten(lead)
         obs = flat(batch["obs"])
-        x = net.apply(params, obs, method="embed").reshape(*lead, -1)
+        xp = net.apply(params, net.apply(params, obs, method="embed"), method="project")
         carry = jax.tree.map(lambda c: c[0], batch["carry"])
-        h, carries = unroll(params, carry, x, batch["episode_start"])
+        h, carries = unroll(lambda c, x: net.apply(params, c, x, method="recur"), carry,
+                            xp.reshape(*lead, -1), batch["episode_start"])
         h = h.reshape(math.prod(lead), -1)
         log_prob, entropy = policy.score(net.apply(params, h, obs, method="policy"),
                                          flat(batch["action"]))

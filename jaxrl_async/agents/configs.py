@@ -23,7 +23,7 @@ ACTIVATION_NAMES = ("gelu", "relu", "silu", "tanh")
 IMPALA_OPTIMIZERS = ("adam", "rmsprop")
 DQN_LOSSES = ("huber", "mse")
 TORSOS = ("mlp", "cnn")
-MEMORIES = ("none", "gru", "lstm")  # networks.CELLS, and none: a memoryless network
+MEMORIES = ("none", "gru", "lstm")  # cells.CELLS, and none: a memoryless network
 
 
 def field_checks(config, section: str = "agent"):
@@ -71,8 +71,8 @@ class TorsoFields:
         return TorsoSpec(tuple(self.hidden_sizes), self.activation, conv)
 
     def memory_spec(self):
-        """The recurrent cell (networks.MemorySpec), or None for a memoryless network."""
-        from jaxrl_async.networks import MemorySpec
+        """The recurrent cell (cells.MemorySpec), or None for a memoryless network."""
+        from jaxrl_async.cells import MemorySpec
 
         return None if self.memory == "none" else MemorySpec(self.memory, self.memory_size)
 

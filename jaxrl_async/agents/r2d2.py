@@ -42,16 +42,18 @@ from jaxrl_async.agents.dqn import (DQNState, epsilon_greedy, epsilons, legal_ac
                                     move_target, td_targets)
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import (CELLS, MemorySpec, Torso, TorsoSpec, initial_carry,
-                                  mask_logits, reset_carry)
+from jaxrl_async.cells import CELLS, MemorySpec, initial_carry, reset_carry, unroll
+from jaxrl_async.networks import Torso, TorsoSpec, mask_logits
 from jaxrl_async.returns import nstep_returns
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 
 class RecurrentQNetwork(nn.Module):
-    """Torso, recurrent cell, Q head; called in parts so the learner embeds every step of
-    a batch at once and scans only the cell: embed(obs [N, ...]) -> x [N, F];
-    step(carry, x) -> (carry, h [N, size]); q(h, obs) -> [N, A] (illegal actions at -1e9)."""
+    """Torso, recurrent cell, Q head; called in parts so the learner embeds and projects
+    every step of a batch at once and scans only the cell's recurrence (`cells.py`):
+    embed(obs [N, ...]) -> x [N, F]; project(x) -> xp; recur(carry, xp) -> (carry,
+    h [N, size]); step(carry, x) = recur(carry, project(x)); q(h, obs) -> [N, A]
+    (illegal actions at -1e9)."""
 
     torso: TorsoSpec
     memory: MemorySpec
@@ -67,6 +69,12 @@ class RecurrentQNetwork(nn.Module):
 
     def embed(self, obs):
         return self.body(obs)
+
+    def project(self, x):
+        return self.cell.project(x)
+
+    def recur(self, carry, xp):
+        return self.cell.recur(carry, xp)
 
     def step(self, carry, x):
         return self.cell(carry, x)
@@ -118,20 +126,14 @@ class Unroller:
     def __init__(self, net: RecurrentQNetwork, params):
         self.net, self.params = net, params
 
-    def embed(self, obs):
-        lead = jax.tree.leaves(obs)[0].shape[:2]
-        return self.net.apply(self.params, _flat(obs, lead), method="embed").reshape(*lead, -1)
-
     def unroll(self, carry, obs, episode_start):
         """(h [T, b, size], the carry after each step [T, b, ...]) from `carry` [b, ...],
         reset where an episode starts, as the actor did."""
-        def step(carry, inputs):
-            x_t, start_t = inputs
-            carry, h = self.net.apply(self.params, reset_carry(carry, start_t), x_t,
-                                      method="step")
-            return carry, (h, carry)
-
-        return jax.lax.scan(step, carry, (self.embed(obs), episode_start))[1]
+        lead = jax.tree.leaves(obs)[0].shape[:2]
+        x = self.net.apply(self.params, _flat(obs, lead), method="embed")
+        xp = self.net.apply(self.params, x, method="project").reshape(*lead, -1)
+        return unroll(lambda c, x: self.net.apply(self.params, c, x, method="recur"), carry, xp,
+                      episode_start)
 
     def q(self, h, obs):
         lead = h.shape[:2]
