@@ -270,3 +270,32 @@ def test_r2d2_learns_masked_cartpole():
     assert config.env.mask_obs == (1, 3)
     result = jaxrl_async.train(config)
     assert_learns(result, 300.0, min_passing=3)
+
+
+@pytest.mark.parametrize("memory", ["gru", "lstm"])
+def test_at_lag0_replayed_sequences_reproduce_the_actor(memory):
+    """With no update yet (learning_starts beyond the run) and greedy actors, the learner's
+    unroll of each stored sequence from its stored carry reproduces what the actor did: the
+    argmax of its Q-values is the action taken at every step, and its carry after `stride`
+    steps is the carry stored with the env's next sequence."""
+    from jaxrl_async.agents.r2d2 import Unroller
+
+    config = jaxrl_async.load_config("r2d2_cartpole_masked", TINY[:-1] + [
+        "pipeline.lag=0", f"agent.memory={memory}", "agent.epsilon_start=0.0",
+        "agent.epsilon_end=0.0", "replay.capacity=512", "replay.learning_starts=100000"])
+    result = jaxrl_async.train(config)
+    assert int(result.state.learner.steps) == 0
+    count, envs, stride = int(result.state.replay.ring.size[0]), 4, 8 - 4
+    assert count == 4 * 1536 // 4 // stride  # no wrap: sequence k + 4 follows sequence k
+    items = jax.tree.map(lambda x: x[0, :count], result.state.replay.ring.items)
+    seq = time_major(items)  # [8, count, ...]
+    assert np.asarray(seq.episode_start[1:]).any()  # resets inside sequences are exercised
+    net = RecurrentQNetwork(config.agent.torso_spec(), config.agent.memory_spec(), 2)
+    unroller = Unroller(net, result.state.learner.params)
+    h, carries = jax.jit(unroller.unroll)(items.carry, seq.obs, seq.episode_start)
+    q = unroller.q(h, seq.obs)
+    np.testing.assert_array_equal(np.argmax(np.asarray(q), -1), np.asarray(seq.action))
+    after_stride = jax.tree.map(lambda c: np.asarray(c[stride - 1, :count - envs]), carries)
+    next_stored = jax.tree.map(lambda c: np.asarray(c[envs:]), items.carry)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), after_stride,
+                 next_stored)

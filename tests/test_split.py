@@ -1,7 +1,7 @@
 """Split placement (actors on one device group, the learner on another) runs the same tick
 as fused placement: both end in the same whole PipelineState, every leaf, env_steps and
-the actor's clock included, for on-policy PPO (memoryless and recurrent) and for DQN on
-its prioritized replay.
+the actor's clock included, for on-policy PPO (memoryless and recurrent), for DQN on
+its prioritized replay and for R2D2 (an LSTM) on its sequence replay.
 
 JAX fixes its device count when it starts, so the runs happen in a subprocess with two
 forced CPU devices; it saves every leaf of each final state to an .npz file.
@@ -31,6 +31,12 @@ SCRIPT = textwrap.dedent("""
            "agent.n_step=2", "agent.updates_per_tick=2", "agent.epsilon_decay_steps=256",
            "agent.target_update_every=4", "replay.capacity=128", "replay.batch_size=16",
            "replay.learning_starts=64", "train.total_steps=512", "train.log_every=128"]
+    # R2D2 with an LSTM: the (c, h) carry in the actor's half and in every stored sequence
+    R2D2 = ["env.num_envs=4", "pipeline.rollout_len=8", "agent.sequence_length=8",
+            "agent.sequence_overlap=4", "agent.burn_in=2", "agent.hidden_sizes=[8]",
+            "agent.memory=lstm", "agent.memory_size=8", "agent.updates_per_tick=2",
+            "agent.epsilon_decay_steps=256", "replay.capacity=64", "replay.batch_size=8",
+            "replay.learning_starts=64", "train.total_steps=512", "train.log_every=128"]
     COMMON = ["train.progress=false", "train.prng=threefry2x32"]
     PLACEMENTS = {"fused": ["pipeline.devices=1"],
                   "split": ["pipeline.placement=split", "pipeline.devices=2",
@@ -49,7 +55,8 @@ SCRIPT = textwrap.dedent("""
     # travel to the learner (at lag 1 only: the suite's time)
     for name, config_name, overrides, lags in (
             ("ppo", "ppo_cartpole", PPO, (1,)), ("dqn", "dqn_cartpole", DQN, (1,)),
-            ("gru", "ppo_cartpole", PPO + ["agent.memory=gru", "agent.memory_size=8"], (1,))):
+            ("gru", "ppo_cartpole", PPO + ["agent.memory=gru", "agent.memory_size=8"], (1,)),
+            ("r2d2", "r2d2_cartpole_masked", R2D2, (1,))):
         for lag in lags:
             for placement, where in PLACEMENTS.items():
                 result = jaxrl_async.train(jaxrl_async.load_config(
@@ -78,9 +85,9 @@ def _run(states, prefix):
     return {k[len(prefix):]: v for k, v in states.items() if k.startswith(prefix)}
 
 
-# Lag 1 for PPO, DQN and recurrent PPO (the lag queue is the same code for every agent
-# and lag; test_pipeline checks lag 2's data is exactly two updates old).
-@pytest.mark.parametrize("algo, lag", [("ppo", 1), ("dqn", 1), ("gru", 1)])
+# Lag 1 for PPO, DQN, recurrent PPO and R2D2 (the lag queue is the same code for every
+# agent and lag; test_pipeline checks lag 2's data is exactly two updates old).
+@pytest.mark.parametrize("algo, lag", [("ppo", 1), ("dqn", 1), ("gru", 1), ("r2d2", 1)])
 def test_split_and_fused_end_in_the_same_state(states, algo, lag):
     fused = _run(states, f"{algo}/{lag}/fused/")
     split = _run(states, f"{algo}/{lag}/split/")
