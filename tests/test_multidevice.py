@@ -36,8 +36,8 @@ SCRIPT = textwrap.dedent("""
                  "train.log_every=256", "train.progress=false", "env.normalize_obs=true",
                  "train.prng=threefry2x32"]
     out = {}
-    for lag in (0, 1):
-        for devices in (1, 2, 4):
+    for lag, counts in ((0, (1, 2, 4)), (1, (1, 2))):  # 4 devices at lag 0: the queue is common
+        for devices in counts:
             config = jaxrl_async.load_config("ppo_cartpole", overrides + [
                 f"pipeline.devices={devices}", f"pipeline.lag={lag}"])
             result = jaxrl_async.train(config)
@@ -46,7 +46,7 @@ SCRIPT = textwrap.dedent("""
                                        "loss": result.metrics["loss"].tolist(),
                                        "return": result.metrics["episode_return"].tolist(),
                                        "devices": result.summary["devices"]}
-    for lag in (0, 1):  # IMPALA too: its minibatches are env groups, its targets V-trace
+    for lag in (1,):  # IMPALA too: its minibatches are env groups, its targets V-trace
         for devices in (1, 2):
             config = jaxrl_async.load_config("impala_cartpole", [
                 "env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
@@ -107,8 +107,7 @@ def runs(tmp_path_factory):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("lag", [0, 1])
-@pytest.mark.parametrize("devices", [2, 4])
+@pytest.mark.parametrize("lag, devices", [(0, 2), (0, 4), (1, 2)])
 def test_same_parameters_as_one_device(runs, lag, devices):
     import numpy as np
 
@@ -131,7 +130,7 @@ def test_batches_that_do_not_split_over_the_devices_are_config_errors(runs):
     assert "actor_devices" in errors[3] and "lag >= 1" in errors[4]
 
 
-@pytest.mark.parametrize("lag", [0, 1])
+@pytest.mark.parametrize("lag", [1])
 def test_impala_same_parameters_on_two_devices(runs, lag):
     import numpy as np
 
