@@ -13,9 +13,10 @@ from learning import assert_learns, curves
 from probe_envs import advantages_reference, walk_rollout
 
 
+# Each learning test runs under one PRNG (both measured in the docstrings): the default keys
+# at lag 0, threefry2x32 at lag 1, so both streams stay under test at half the suite's time.
 @pytest.mark.slow
-@pytest.mark.parametrize("prng", ["auto", "threefry2x32"])
-def test_impala_solves_cartpole(prng):
+def test_impala_solves_cartpole(prng="auto"):
     """The shipped config at lag 0 (98,304 steps). Measured over seeds 0-15 in one program:
     16 of 16 end >= 475 (all at 500) with the default keys and with threefry2x32. Six
     seeds here; five must reach 475, and the median.
@@ -30,8 +31,7 @@ def test_impala_solves_cartpole(prng):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("prng", ["auto", "threefry2x32"])
-def test_impala_with_lag_1_solves_cartpole(prng):
+def test_impala_with_lag_1_solves_cartpole(prng="threefry2x32"):
     """One update behind the learner, V-trace corrects. Measured over seeds 0-15 in one
     program at 131,072 steps: 16 of 16 end at 500 with the default keys and with
     threefry2x32 (at 196,608 also 16 of 16 each; with Adam's default b1 0.9 instead of the
