@@ -218,29 +218,19 @@ class Torso(nn.Module):
         return torso(self.spec, obs)
 
 
-class RecurrentActorCritic(nn.Module):
-    """Torso, then a recurrent cell whose output feeds a policy head and a value head.
-
-    Called in parts (`apply(..., method=...)`) so that the learner can embed and project
-    every step of a sequence in one batched call and scan only the cell's recurrence
-    (`cells.py`): embed(obs [N, ...]) -> x [N, F];  project(x) -> xp;  recur(carry, xp)
-    -> (carry, h [N, size]);  step(carry, x) = recur(carry, project(x));
-      policy(h, obs) -> logits [N, A] (masked with the observation's action mask), or
-        (mean [N, A], log_std [A]) for continuous actions;  value(h) -> [N].
-    """
+class RecurrentCore(nn.Module):
+    """Torso then recurrent cell, the body of every recurrent network, called in parts so
+    that a learner can embed and project every step of a sequence in one batched call and
+    scan only the cell's recurrence (`cells.py`): embed(obs [N, ...]) -> x [N, F];
+    project(x) -> xp;  recur(carry, xp) -> (carry, h [N, size]);  step(carry, x) =
+    recur(carry, project(x)). Subclasses add their heads in `setup` after this one's."""
 
     torso: TorsoSpec
     memory: MemorySpec
-    num_actions: int = 0  # categories of a discrete action, else 0
-    action_dim: int = 0  # length of a continuous action vector, else 0
 
     def setup(self):
         self.body = Torso(self.torso)
         self.cell = CELLS[self.memory.cell](self.memory.size)
-        self.policy_out = _dense(self.num_actions or self.action_dim, 0.01)
-        self.value_out = _dense(1, 1.0)
-        if self.action_dim:
-            self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
 
     def embed(self, obs):
         return self.body(obs)
@@ -253,6 +243,23 @@ class RecurrentActorCritic(nn.Module):
 
     def step(self, carry, x):
         return self.cell(carry, x)
+
+
+class RecurrentActorCritic(RecurrentCore):
+    """The recurrent core (torso, cell) whose output feeds a policy head and a value head:
+      policy(h, obs) -> logits [N, A] (masked with the observation's action mask), or
+        (mean [N, A], log_std [A]) for continuous actions;  value(h) -> [N].
+    """
+
+    num_actions: int = 0  # categories of a discrete action, else 0
+    action_dim: int = 0  # length of a continuous action vector, else 0
+
+    def setup(self):
+        super().setup()
+        self.policy_out = _dense(self.num_actions or self.action_dim, 0.01)
+        self.value_out = _dense(1, 1.0)
+        if self.action_dim:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
 
     def policy(self, h, obs):
         out = self.policy_out(h)

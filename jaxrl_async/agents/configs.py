@@ -196,7 +196,7 @@ class IMPALAConfig(TorsoFields):
 
 
 def check_dqn_fields(need, config) -> None:
-    """The checks of the fields DQNConfig and R2D2Config share (same names, same meaning)."""
+    """The checks of DQNConfig's fields, which R2D2Config inherits (memory aside)."""
     need(config.learning_rate > 0, "learning_rate", "> 0")
     need(config.adam_eps > 0, "adam_eps", "> 0")
     need(config.max_grad_norm > 0, "max_grad_norm", "> 0")
@@ -252,34 +252,22 @@ class DQNConfig(TorsoFields):
 
 
 @dataclasses.dataclass(frozen=True)
-class R2D2Config(TorsoFields):
-    """Recurrent DQN on replayed sequences (agents/r2d2.py). The DQN fields mean what they
-    mean for dqn; the replay holds sequences of `sequence_length` steps overlapping by
-    `sequence_overlap` (replay.capacity counts sequences), of which the first `burn_in`
-    only warm up the carry."""
-
-    DATA: ClassVar[str] = "replay"
+class R2D2Config(DQNConfig):
+    """Recurrent DQN on replayed sequences (agents/r2d2.py): DQN's fields, meaning what
+    they mean for dqn, with defaults of their own; the replay holds sequences of
+    `sequence_length` steps overlapping by `sequence_overlap` (replay.capacity counts
+    sequences), of which the first `burn_in` only warm up the carry."""
 
     name: str = "r2d2"
     learning_rate: float = 1e-3
-    anneal_lr: bool = False
     adam_eps: float = 1e-3
-    max_grad_norm: float = 10.0
-    gamma: float = 0.99
     n_step: int = 3
-    double: bool = True
-    dueling: bool = False
     loss: str = "mse"
-    huber_delta: float = 1.0
     target_update_every: int = 100
-    tau: float = 1.0
-    epsilon_start: float = 1.0
-    epsilon_end: float = 0.05
     epsilon_decay_steps: int = 100_000
-    per_env_epsilon: bool = False
-    apex_epsilon: float = 0.4
-    apex_alpha: float = 7.0
-    updates_per_tick: int = 1
+    hidden_sizes: tuple[int, ...] = (64,)
+    memory: str = "gru"
+    memory_size: int = 64
     sequence_length: int = 20
     sequence_overlap: int = 10
     burn_in: int = 5
@@ -288,10 +276,6 @@ class R2D2Config(TorsoFields):
     # Targets through h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x and its inverse.
     value_rescale: bool = True
     rescale_eps: float = 1e-3
-    hidden_sizes: tuple[int, ...] = (64,)
-    activation: str = "relu"
-    memory: str = "gru"
-    memory_size: int = 64
 
     def __post_init__(self):
         need = field_checks(self)

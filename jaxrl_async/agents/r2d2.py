@@ -42,42 +42,24 @@ from jaxrl_async.agents.dqn import (DQNState, epsilon_greedy, epsilons, legal_ac
                                     move_target, td_targets)
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.cells import CELLS, MemorySpec, initial_carry, reset_carry, unroll
-from jaxrl_async.networks import Torso, TorsoSpec, mask_logits
+from jaxrl_async.cells import initial_carry, reset_carry, unroll
+from jaxrl_async.networks import RecurrentCore, mask_logits
 from jaxrl_async.returns import nstep_returns
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 
-class RecurrentQNetwork(nn.Module):
-    """Torso, recurrent cell, Q head; called in parts so the learner embeds and projects
-    every step of a batch at once and scans only the cell's recurrence (`cells.py`):
-    embed(obs [N, ...]) -> x [N, F]; project(x) -> xp; recur(carry, xp) -> (carry,
-    h [N, size]); step(carry, x) = recur(carry, project(x)); q(h, obs) -> [N, A]
-    (illegal actions at -1e9)."""
+class RecurrentQNetwork(RecurrentCore):
+    """The recurrent core (torso, cell; `networks.RecurrentCore`) and a Q head:
+    q(h, obs) -> [N, A] (illegal actions at -1e9)."""
 
-    torso: TorsoSpec
-    memory: MemorySpec
     num_actions: int
     dueling: bool = False
 
     def setup(self):
-        self.body = Torso(self.torso)
-        self.cell = CELLS[self.memory.cell](self.memory.size)
+        super().setup()
         self.advantage = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0))
         if self.dueling:
             self.value = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
-
-    def embed(self, obs):
-        return self.body(obs)
-
-    def project(self, x):
-        return self.cell.project(x)
-
-    def recur(self, carry, xp):
-        return self.cell.recur(carry, xp)
-
-    def step(self, carry, x):
-        return self.cell(carry, x)
 
     def q(self, h, obs):
         a = self.advantage(h)
