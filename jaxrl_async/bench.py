@@ -33,6 +33,8 @@ from jaxrl_async._xla_flags import SCHEDULER_FLAG
 from jaxrl_async.build import build_pipeline
 from jaxrl_async.config import Config, load_config
 from jaxrl_async.errors import UserError
+from jaxrl_async.profile import PROFILE_OVERRIDES, profile_config
+from jaxrl_async.profile import table as profile_table
 from jaxrl_async.trainer import configure_compile_cache, train
 
 BENCH_OVERRIDES = ("pipeline.rollout_len=128", "agent.num_minibatches=4", "train.progress=false")
@@ -71,12 +73,13 @@ def spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def _timed_loop(body, carry, seconds: float, repeats: int, steps_per_iteration: int) -> dict:
-    """Env steps per second of `body` (carry -> carry, `steps_per_iteration` env steps)
-    looped on device in one compiled program with its carry donated, compile excluded.
+def calibrated_loop(body, carry, seconds: float):
+    """`body` (carry -> carry) looped on device in one compiled program with its carry
+    donated; returns (timed, iterations, compile seconds): `timed()` runs `iterations`
+    of the body, sized to take about `seconds`, and returns its wall time.
 
     The iteration count is an argument, not a shape: one compile serves calibration and
-    timing."""
+    timing. `timed.carry()` is the carry as the last call left it."""
 
     def run(carry, iterations):
         return jax.lax.fori_loop(0, iterations, lambda _, c: body(c), carry)
@@ -98,11 +101,23 @@ def _timed_loop(body, carry, seconds: float, repeats: int, steps_per_iteration: 
                          math.ceil(iterations * seconds / 5 / max(elapsed, 1e-6)))
         elapsed = timed(iterations)
     iterations = max(1, round(iterations * seconds / elapsed))
+
+    def timed_calls() -> float:
+        return timed(iterations)
+
+    timed_calls.carry = lambda: carry
+    return timed_calls, iterations, compile_seconds
+
+
+def _timed_loop(body, carry, seconds: float, repeats: int, steps_per_iteration: int) -> dict:
+    """Env steps per second of `body` (carry -> carry, `steps_per_iteration` env steps)
+    looped on device (`calibrated_loop`), compile excluded."""
+    timed, iterations, compile_seconds = calibrated_loop(body, carry, seconds)
     steps = iterations * steps_per_iteration
-    times = [timed(iterations) for _ in range(repeats)]
+    times = [timed() for _ in range(repeats)]
     return {"sps": [steps / t for t in times], "seconds": times,
             "iterations_per_call": iterations, "env_steps_per_call": steps,
-            "compile_seconds": compile_seconds, "carry": carry}
+            "compile_seconds": compile_seconds, "carry": timed.carry()}
 
 
 def measure_ceiling(config: Config, seconds: float, repeats: int) -> dict:
@@ -264,6 +279,26 @@ def run_bench(args) -> dict:
     return {"meta": info, "settings": settings, "results": results}
 
 
+def run_profile(args) -> list[dict]:
+    """`--profile`: the phase shares of each config in `--config` (comma-separated), at its
+    own env count or at each of `--envs`."""
+    base = [*PROFILE_OVERRIDES, "train.progress=false",
+            f"train.compile_cache={str(args.compile_cache).lower()}",
+            *([f"env.name={args.env}"] if args.env else []), *(args.set or [])]
+    # Every config is loaded (and any error reported) before the first is measured.
+    configs = [load_config(name, [*base, *([f"env.num_envs={n}"] if n else [])])
+               for name in args.config.split(",") for n in args.envs or [None]]
+    rows = []
+    for config in configs:
+        log(f"profile {config.name} ({config.env.num_envs} envs x {config.pipeline.rollout_len})")
+        row = profile_config(config, args.seconds, args.repeats, calibrated_loop)
+        tick = statistics.median(row["seconds_per_tick"]["tick"])
+        log(f"profile {config.name}: tick {1e3 * tick:.3g} ms, "
+            + ", ".join(f"{k} {100 * v:.0f}%" for k, v in row["shares"].items()))
+        rows.append(row)
+    return rows
+
+
 def _si(x: float) -> str:
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
@@ -386,8 +421,9 @@ def _positive(kind):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jaxrl-async bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--envs", type=_env_counts, default=[4, 64, 512, 2048],
-                   help="comma-separated env counts (default 4,64,512,2048)")
+    p.add_argument("--envs", type=_env_counts, default=None,
+                   help="comma-separated env counts (default 4,64,512,2048; with --profile, "
+                        "the config's own)")
     p.add_argument("--repeats", type=_positive(int), default=3, help="runs per number (default 3)")
     p.add_argument("--seconds", type=_positive(float), default=3.0,
                    help="target duration of each timed run (default 3)")
@@ -395,7 +431,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fewest PPO updates in a training run (default 4)")
     p.add_argument("--updates", type=_positive(int), default=None,
                    help="train exactly this many updates instead of sizing runs by --seconds")
-    p.add_argument("--config", default="ppo_cartpole", help="shipped config name or YAML path")
+    p.add_argument("--config", default="ppo_cartpole",
+                   help="shipped config name or YAML path (with --profile, comma-separated)")
+    p.add_argument("--profile", action="store_true",
+                   help="instead of SPS per env count: the share of a tick spent in rollout, "
+                        "returns, update and the rest, per config, each phase timed alone")
     p.add_argument("--env", default=None,
                    help="any registered env (a gymnax id, <suite>:<id>, module:factory): also "
                         "measures the env alone and, for a suite, its own API (the adapter's "
@@ -422,10 +462,19 @@ def main(argv=None) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
     _LABEL = args.label
+    if args.envs is None and not args.profile:
+        args.envs = [4, 64, 512, 2048]
     want = {"on": ["true"], "off": ["false"], "both": ["true", "false"]}.get(args.xla_scheduler)
     current = scheduler_setting(os.environ.get("XLA_FLAGS", ""))
     try:
-        if want is None or want == [current]:
+        if args.profile:
+            rows = run_profile(args)
+            info = machine_info()
+            print(f"- jax {info['jax_version']}, {', '.join(info['devices'])}, CPUs usable: "
+                  f"{info['cpu_affinity']}, {args.repeats} repeats of ~{args.seconds:g}s\n\n"
+                  + profile_table(rows), flush=True)
+            payload = {"meta": info, "profile": rows}
+        elif want is None or want == [current]:
             bench = run_bench(args)
             print(header(bench) + "\n\n" + table(bench), flush=True)
             payload = bench

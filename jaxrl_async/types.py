@@ -44,6 +44,11 @@ class Agent(NamedTuple):
             Recurrent: (params, carry, obs, episode_start) -> (carry, action)
     init_carry: recurrent agents only: (batch) -> carry [batch, ...], the carry at an
             episode's start. None: the agent is memoryless, its carry is None
+    targets: on-policy agents whose learn first turns the trajectory into a batch with
+            return targets and then takes gradient steps on it (PPO):
+            (learner_state, trajectory) -> that batch. Only `jaxrl-async profile` calls
+            it, to time the return computation apart from the update; None where the
+            targets are computed inside the loss (IMPALA's V-trace) or at storage
 
     Under the data-parallel pipeline, act and learn run per device on a slice of the
     env batch; learn must average over the whole batch with `lax.pmean(…, axis_name)`
@@ -59,6 +64,7 @@ class Agent(NamedTuple):
     replay: ReplayUse | None = None
     greedy: Callable[..., Any] | None = None
     init_carry: Callable[[int], Any] | None = None
+    targets: Callable[..., Any] | None = None
 
     @property
     def recurrent(self) -> bool:

@@ -50,3 +50,31 @@ def test_bench_env_measures_the_env_alone(tmp_path):
     (sps,) = result["results"][0]["env_only"]["sps"]
     assert math.isfinite(sps) and sps > 0
     assert "direct" not in result["results"][0]  # a gymnax id has no suite API to compare
+
+
+def test_profile_times_every_phase_of_an_on_and_an_off_policy_config(tmp_path, capsys):
+    """`--profile`: per config one row whose phases were each timed (positive, finite) and
+    whose shares of the tick add up to 1; PPO's returns are its targets, DQN's the store."""
+    out = tmp_path / "profile.json"
+    code = bench.main(["--profile", "--config", "ppo_cartpole,dqn_cartpole", "--envs", "4",
+                       "--repeats", "2", "--seconds", "0.05", "--compile-cache",
+                       "--set", "agent.hidden_sizes=[8]", "--set", "pipeline.rollout_len=8",
+                       "--set", "replay.learning_starts=64", "--set", "replay.capacity=1024",
+                       "--set", "replay.batch_size=16", "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())["profile"]
+    assert [r["config"] for r in rows] == ["ppo_cartpole", "dqn_cartpole"]
+    assert [r["returns_in"] for r in rows] == ["targets", "store"]
+    for r in rows:
+        assert r["envs"] == 4 and r["rollout_len"] == 8
+        assert set(r["seconds_per_tick"]) == {"tick", "rollout", "learn", "returns"}
+        for times in r["seconds_per_tick"].values():
+            assert len(times) == 2 and all(math.isfinite(t) and t > 0 for t in times)
+        assert math.isclose(sum(r["shares"].values()), 1.0)
+    table = capsys.readouterr().out
+    assert "| ppo_cartpole | 4 x 8 | 0 |" in table and "| dqn_cartpole | 4 x 8 | 0 |" in table
+
+
+def test_profile_rejects_an_unknown_config(capsys):
+    assert bench.main(["--profile", "--config", "ppo_cartpole,nope", "--seconds", "0.05"]) == 2
+    assert "nope" in capsys.readouterr().err

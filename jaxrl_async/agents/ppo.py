@@ -72,22 +72,27 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
             return lambda key: env_group_minibatches(key, data, config.num_minibatches)
         return lambda key: env_minibatches(key, data, config.num_minibatches, ctx.axis_name)
 
-    def learn(state: ActorCriticState, traj, key):
-        """traj: Transition pytree, time-major [T, B, ...]."""
+    def targets(state: ActorCriticState, traj):
+        """The learner's batch: the trajectory [T, B, ...] with the critic's values, GAE
+        advantages and value targets, all before the first gradient step."""
         values, next_values = net.values(state.params, traj)
         advantages = advantages_with_truncation(
             values, next_values, config.reward_scale * traj.reward.astype(jnp.float32),
             traj.terminated, traj.truncated, config.gamma, config.gae_lambda)
-        data = {"obs": traj.obs, "action": net.scored_action(traj),
+        return {"obs": traj.obs, "action": net.scored_action(traj),
                 "log_prob": traj.extras["log_prob"], "advantage": advantages,
                 "target": advantages + values, "value": values, **net.sequence_inputs(traj)}
+
+    def learn(state: ActorCriticState, traj, key):
+        """traj: Transition pytree, time-major [T, B, ...]."""
+        data = targets(state, traj)
         params, opt_state, metrics = sgd(loss_fn, optimizer, state.params, state.opt_state,
                                          key, config.num_epochs, minibatches(data),
                                          ctx.axis_name)
         return ActorCriticState(params, opt_state), metrics
 
     return Agent(init=init, act=net.act, learn=learn, data="trajectory",
-                 greedy=net.greedy, init_carry=net.init_carry)
+                 greedy=net.greedy, init_carry=net.init_carry, targets=targets)
 
 
 def advantages_with_truncation(values, next_values, rewards, terminated, truncated, gamma,
