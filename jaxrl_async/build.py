@@ -17,7 +17,7 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
 
     Checks the env against its declared spaces first (EnvSpecError on a mismatch).
     `num_updates` sets the length of schedules (learning rate, importance-weight
-    exponent; default: the config's); `mesh` the devices (default: `pipeline.devices`).
+    exponent; default: the config's); `mesh` the devices (default: `config.num_devices`).
     """
     env, env_params = envs_lib.resolve(config.env, env, env_params)
     spec = envs_lib.check_env(env, env_params)
@@ -28,7 +28,7 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
     if config.agent.torso == "cnn" and not any(len(s) == 3 for s in shapes):
         raise ConfigError(f"agent.torso=cnn needs an image observation [H, W, C]; "
                           f"{config.env.name} observes {spec.obs_shape}")
-    mesh = make_mesh(config.pipeline.devices) if mesh is None else mesh
+    mesh = make_mesh(config.num_devices) if mesh is None else mesh
     num_updates = config.num_updates if num_updates is None else num_updates
     agent = make_agent(config.agent, BuildContext(
         spec, config.env.num_envs, config.pipeline.rollout_len, num_updates, axis_name=AXIS))

@@ -56,7 +56,8 @@ class PipelineConfig:
     lag: int = 0
     # Skip learner updates on data produced more than this many updates ago; -1: never.
     max_staleness: int = -1
-    # Devices the env batch and the learner's batch are split over (0: all). With several
+    # Devices the env batch and the learner's batch are split over. 0: chosen per run
+    # (`choose_devices`): all of them where splitting pays, else one. With several
     # processes (`distributed`) the mesh spans every device of every process.
     devices: int = 0
     # "fused": actor and learner share every device, one program per host call.
@@ -73,7 +74,7 @@ class PipelineConfig:
         require(self.max_staleness >= -1, "pipeline.max_staleness", self.max_staleness,
                 ">= -1 (-1: no bound)")
         require(self.unroll >= 1, "pipeline.unroll", self.unroll, ">= 1")
-        require(self.devices >= 0, "pipeline.devices", self.devices, ">= 0 (0: all local devices)")
+        require(self.devices >= 0, "pipeline.devices", self.devices, ">= 0 (0: choose)")
         require(self.placement in ("fused", "split"), "pipeline.placement", self.placement,
                 "fused or split")
         require(self.actor_devices >= 1, "pipeline.actor_devices", self.actor_devices, ">= 1")
@@ -210,12 +211,16 @@ class Config:
         return self.train.total_steps // self.batch_size
 
     @property
+    def num_devices(self) -> int:
+        """The devices the run's mesh spans on this machine (`choose_devices`)."""
+        return choose_devices(self)[0]
+
+    @property
     def prng_impl(self) -> str:
         """The PRNG implementation `train.prng` resolves to on this machine."""
         if self.train.prng != "auto":
             return self.train.prng
-        devices = self.pipeline.devices or _device_count()
-        return "philox4x32" if devices == 1 else "threefry2x32"
+        return "philox4x32" if self.num_devices == 1 else "threefry2x32"
 
     def to_yaml(self) -> str:
         """The run's config; `distributed` (how this session was launched) is left out."""
@@ -319,11 +324,50 @@ def load_config(name_or_path: str | os.PathLike = "ppo_cartpole",
     return config
 
 
+# The fewest samples a gradient step takes on each device for `pipeline.devices=0` to split
+# a run over several: below it, the all-reduce that every gradient step waits for costs
+# more than the smaller share of the learner's work saves. Measured on forced CPU devices
+# (scripts/bench_devices.py; README, Speed).
+MIN_SAMPLES_PER_DEVICE = 8192
+
+
+def learner_samples(config: Config) -> int:
+    """Samples in one gradient step of the learner, over all devices and seeds."""
+    agent = config.agent
+    if getattr(type(agent), "DATA", "trajectory") == "replay":
+        samples = config.replay.batch_size * getattr(agent, "sequence_length", 1)
+    else:
+        samples = config.batch_size // getattr(agent, "num_minibatches", 1)
+    return samples * config.train.num_seeds
+
+
+def choose_devices(config: Config) -> tuple[int, str]:
+    """(devices, why): `pipeline.devices` if set; with 0, all devices where a run must
+    span them (several processes, split placement) or where each device's share of a
+    gradient step is at least MIN_SAMPLES_PER_DEVICE samples, else one."""
+    available = _device_count()
+    if config.pipeline.devices:
+        return config.pipeline.devices, f"pipeline.devices={config.pipeline.devices}"
+    if available == 1:
+        return 1, "the only device"
+    if _process_count() > 1:
+        return available, "a run over several processes spans every device"
+    if config.pipeline.placement == "split":
+        return available, "split placement"
+    per_device = learner_samples(config) // available
+    if config.env.num_envs % available == 0 and per_device >= MIN_SAMPLES_PER_DEVICE:
+        return available, (f"{per_device:,} samples per device per gradient step "
+                           f">= {MIN_SAMPLES_PER_DEVICE:,}: data parallel")
+    return 1, (f"{per_device:,} samples per device per gradient step on {available} devices "
+               f"< {MIN_SAMPLES_PER_DEVICE:,}: one device is faster "
+               f"(pipeline.devices={available} forces data parallelism)")
+
+
 def validate(config: Config) -> None:
     """Checks that span sections (shapes that must divide, budgets that must fit)."""
     require(config.num_updates >= 1, "train.total_steps", config.train.total_steps,
             f">= env.num_envs * pipeline.rollout_len = {config.batch_size}")
-    devices = config.pipeline.devices or _device_count()
+    devices = config.num_devices
     processes = _process_count()
     if config.pipeline.devices > _device_count():
         where = "local devices" if processes == 1 else f"devices over {processes} processes"

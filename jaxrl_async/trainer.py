@@ -28,7 +28,7 @@ import numpy as np
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async import distributed, rundir
 from jaxrl_async.build import build_pipeline
-from jaxrl_async.config import Config
+from jaxrl_async.config import Config, choose_devices
 from jaxrl_async.errors import TrainingInterrupted, UserError
 from jaxrl_async.evaluate import NO_EVAL, Evaluation
 from jaxrl_async.logging import JsonlSink, Progress, TensorBoardSink, emit
@@ -169,7 +169,7 @@ def build(config: Config, plan: RunPlan, env=None, env_params=None) -> Built:
     learner_pipeline = None
     if config.pipeline.placement == "split":
         actor_mesh, learner_mesh = split_meshes(
-            config.pipeline.devices or jax.local_device_count(), config.pipeline.actor_devices)
+            config.num_devices, config.pipeline.actor_devices)
         pipeline, _ = build_pipeline(config, env, env_params, plan.num_updates, actor_mesh)
         learner_pipeline, agent = build_pipeline(config, env, env_params, plan.num_updates,
                                                  learner_mesh)
@@ -420,6 +420,7 @@ def summarize(config: Config, plan: RunPlan, built: Built, started: Started, log
         "wall_seconds": time.perf_counter() - wall_start,
         "jax_version": jax.__version__,
         "devices": [str(d) for d in built.devices],
+        "device_choice": choose_devices(config)[1],
         "placement": config.pipeline.placement,
         "processes": jax.process_count(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
@@ -484,6 +485,9 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         f"{config.name}: {summary['env_steps']:,} steps in {summary['wall_seconds']:.1f}s "
         f"(compile {started.compile_seconds:.1f}s), {summary['sps']:,.0f} SPS, "
         f"final return {final}" + (f" -> {run_dir}" if run_dir else ""))
+    if config.pipeline.devices == 0 and jax.device_count() > 1:
+        log.progress.write(f"devices: {len(built.devices)} of {jax.device_count()} "
+                           f"({summary['device_choice']})")
     records = log.records
     metrics = {k: np.asarray([r[k] for r in records]) for k in (records[0] if records else {})}
     return TrainResult(state=state, metrics=metrics, summary=summary, run_dir=run_dir)

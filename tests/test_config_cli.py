@@ -155,3 +155,29 @@ def test_activation_names_match_the_networks():
     from jaxrl_async.networks import ACTIVATIONS
 
     assert sorted(ACTIVATIONS) == sorted(ACTIVATION_NAMES)
+
+
+@pytest.mark.parametrize("name, overrides, devices, why", [
+    # 4 envs x 128 steps / 4 minibatches = 128 samples a gradient step: one device
+    ("ppo_cartpole", [], 1, "one device is faster"),
+    # 2048 x 128 / 4 = 65,536: 16,384 per device of 4
+    ("ppo_cartpole", ["env.num_envs=2048"], 4, "16,384 samples per device"),
+    # vmapped seeds share each all-reduce: 8 seeds of 2048 x 16 / 4 = 65,536
+    ("ppo_cartpole", ["env.num_envs=2048", "pipeline.rollout_len=16", "train.num_seeds=8"], 4,
+     "data parallel"),
+    ("ppo_cartpole", ["env.num_envs=2050"], 1, "one device"),  # 2050 envs do not split over 4
+    ("dqn_cartpole", ["replay.batch_size=32768", "env.num_envs=8"], 4,
+     "8,192 samples per device"),
+    ("ppo_cartpole", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
+    ("ppo_cartpole_async", ["pipeline.placement=split", "pipeline.actor_devices=2"], 4,
+     "split placement"),
+])
+def test_devices_0_splits_a_run_only_where_each_gradient_step_is_large(
+        monkeypatch, name, overrides, devices, why):
+    from jaxrl_async import config as config_module
+
+    monkeypatch.setattr(config_module, "_device_count", lambda: 4)
+    config = load_config(name, overrides)
+    assert config.num_devices == devices
+    assert why in config_module.choose_devices(config)[1]
+    assert config.prng_impl == ("philox4x32" if devices == 1 else "threefry2x32")

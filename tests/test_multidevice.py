@@ -23,7 +23,8 @@ SCRIPT = textwrap.dedent("""
 
     assert jax.local_device_count() == 4, jax.devices()
     errors = []
-    for bad in (["env.num_envs=6"], ["pipeline.devices=8"], ["train.prng=philox4x32"],
+    for bad in (["env.num_envs=6", "pipeline.devices=4"], ["pipeline.devices=8"],
+                ["train.prng=philox4x32", "pipeline.devices=4"],
                 ["pipeline.placement=split", "pipeline.lag=1", "pipeline.actor_devices=4"],
                 ["pipeline.placement=split", "pipeline.lag=0"]):
         try:

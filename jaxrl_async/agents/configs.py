@@ -77,17 +77,13 @@ class TorsoFields:
         return None if self.memory == "none" else MemorySpec(self.memory, self.memory_size)
 
 
-def _local_devices(config) -> int:
-    import jax  # only where a check needs the device count
-
-    return config.pipeline.devices or jax.local_device_count()
 
 
 def check_env_minibatches(config, why: str) -> None:
     """A ConfigError unless agent.num_minibatches divides the envs each device holds
     (minibatches that are groups of whole envs)."""
     minibatches = config.agent.num_minibatches
-    devices = _local_devices(config)
+    devices = config.num_devices
     local_envs = config.env.num_envs // devices
     if local_envs % minibatches:
         where = "" if devices == 1 else f" / {devices} devices = {local_envs} envs per device"

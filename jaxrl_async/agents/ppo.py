@@ -20,10 +20,10 @@ from jaxrl_async.agents.common import (
     env_group_minibatches,
     env_minibatches,
     fold_truncation,
-    global_mean,
     init_opt_state,
     make_optimizer,
     sgd,
+    standardize_minibatches,
 )
 from jaxrl_async.agents.configs import PPOConfig
 from jaxrl_async.returns import gae
@@ -44,11 +44,7 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         scored = net.evaluate(params, mb)
         log_ratio = scored.log_prob - mb["log_prob"]
         ratio = jnp.exp(log_ratio)
-        adv = mb["advantage"]
-        if config.normalize_advantages:  # over the whole minibatch, on every device
-            mean = global_mean(adv, ctx.axis_name)
-            std = jnp.sqrt(global_mean(jnp.square(adv - mean), ctx.axis_name))
-            adv = (adv - mean) / (std + 1e-8)
+        adv = mb["advantage"]  # standardised per minibatch already (`minibatches`)
         clipped = jnp.clip(ratio, 1 - config.clip_eps, 1 + config.clip_eps)
         pg_loss = -jnp.mean(jnp.minimum(ratio * adv, clipped * adv))
         value = scored.value
@@ -68,9 +64,16 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         return total, metrics
 
     def minibatches(data):
-        if net.recurrent:  # whole sequences: the cell runs through each env's rollout
-            return lambda key: env_group_minibatches(key, data, config.num_minibatches)
-        return lambda key: env_minibatches(key, data, config.num_minibatches, ctx.axis_name)
+        def split(key):
+            if net.recurrent:  # whole sequences: the cell runs through each env's rollout
+                mbs = env_group_minibatches(key, data, config.num_minibatches)
+            else:
+                mbs = env_minibatches(key, data, config.num_minibatches, ctx.axis_name)
+            if config.normalize_advantages:  # over each whole minibatch, on every device
+                mbs["advantage"] = standardize_minibatches(mbs["advantage"], ctx.axis_name)
+            return mbs
+
+        return split
 
     def targets(state: ActorCriticState, traj):
         """The learner's batch: the trajectory [T, B, ...] with the critic's values, GAE
