@@ -30,9 +30,13 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
                           f"{config.env.name} observes {spec.obs_shape}")
     mesh = make_mesh(config.num_devices) if mesh is None else mesh
     num_updates = config.num_updates if num_updates is None else num_updates
+    # On one device there is nothing to average over: no axis, so no all-reduce (and no
+    # packing of gradients for one) in every gradient step.
+    axis_name = AXIS if mesh.size > 1 else None
     agent = make_agent(config.agent, BuildContext(
-        spec, config.env.num_envs, config.pipeline.rollout_len, num_updates, axis_name=AXIS))
-    batched_env = envs_lib.make_batched(env, config.env.normalize_obs, axis_name=AXIS)
+        spec, config.env.num_envs, config.pipeline.rollout_len, num_updates,
+        axis_name=axis_name))
+    batched_env = envs_lib.make_batched(env, config.env.normalize_obs, axis_name=axis_name)
     pipeline = make_pipeline(agent, batched_env, env_params, config.pipeline.rollout_len,
                              config.env.num_envs, unroll=config.pipeline.unroll,
                              lag=config.pipeline.lag,
