@@ -15,8 +15,12 @@ def categorical_sample(keys, logits):
 
 
 def categorical_log_prob(logits, action):
+    """log p(action) by selecting with a one-hot mask: the same value as indexing, and its
+    gradient is a select instead of a scatter (three scatter kernels in every PPO gradient
+    step on CPU)."""
     log_p = jax.nn.log_softmax(logits)
-    return jnp.take_along_axis(log_p, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    chosen = action[..., None] == jnp.arange(logits.shape[-1])
+    return jnp.sum(jnp.where(chosen, log_p, 0.0), axis=-1)
 
 
 def categorical_entropy(logits):
