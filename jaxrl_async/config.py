@@ -324,11 +324,15 @@ def load_config(name_or_path: str | os.PathLike = "ppo_cartpole",
     return config
 
 
-# The fewest samples a gradient step takes on each device for `pipeline.devices=0` to split
-# a run over several: below it, the all-reduce that every gradient step waits for costs
-# more than the smaller share of the learner's work saves. Measured on forced CPU devices
-# (scripts/bench_devices.py; README, Speed).
-MIN_SAMPLES_PER_DEVICE = 8192
+# `pipeline.devices=0` splits a run over several devices where each device gets at least
+# this many samples in every gradient step and this many env steps in every tick: below
+# either, the all-reduce of every gradient step (and the rendezvous of every tick) costs
+# more than the smaller share of the work saves. Measured on two forced CPU devices
+# (scripts/bench_devices.py; README, Speed): PPO on CartPole at 4 envs (64 samples, 256
+# steps per device) ran at 0.62x one device, at 16 envs (256, 1024) at 1.31x, at 64 envs
+# (1024, 4096) at 1.58x; IMPALA at 16 envs x 32 steps (256 samples, 256 steps) at 0.67x.
+MIN_SAMPLES_PER_DEVICE = 256
+MIN_STEPS_PER_DEVICE = 1024
 
 
 def learner_samples(config: Config) -> int:
@@ -342,9 +346,10 @@ def learner_samples(config: Config) -> int:
 
 
 def choose_devices(config: Config) -> tuple[int, str]:
-    """(devices, why): `pipeline.devices` if set; with 0, all devices where a run must
-    span them (several processes, split placement) or where each device's share of a
-    gradient step is at least MIN_SAMPLES_PER_DEVICE samples, else one."""
+    """(devices, why): `pipeline.devices` if set; with 0, all devices where a run must span
+    them (several processes, split placement) or where each device's share of a gradient
+    step and of a tick is large enough (MIN_SAMPLES_PER_DEVICE, MIN_STEPS_PER_DEVICE),
+    else one."""
     available = _device_count()
     if config.pipeline.devices:
         return config.pipeline.devices, f"pipeline.devices={config.pipeline.devices}"
@@ -354,13 +359,17 @@ def choose_devices(config: Config) -> tuple[int, str]:
         return available, "a run over several processes spans every device"
     if config.pipeline.placement == "split":
         return available, "split placement"
-    per_device = learner_samples(config) // available
-    if config.env.num_envs % available == 0 and per_device >= MIN_SAMPLES_PER_DEVICE:
-        return available, (f"{per_device:,} samples per device per gradient step "
-                           f">= {MIN_SAMPLES_PER_DEVICE:,}: data parallel")
-    return 1, (f"{per_device:,} samples per device per gradient step on {available} devices "
-               f"< {MIN_SAMPLES_PER_DEVICE:,}: one device is faster "
-               f"(pipeline.devices={available} forces data parallelism)")
+    samples = learner_samples(config) // available
+    steps = config.batch_size * config.train.num_seeds // available
+    share = (f"{samples:,} samples per gradient step and {steps:,} env steps per tick on "
+             f"each of {available} devices")
+    if config.env.num_envs % available:
+        return 1, f"{config.env.num_envs} envs do not split over {available} devices"
+    if samples >= MIN_SAMPLES_PER_DEVICE and steps >= MIN_STEPS_PER_DEVICE:
+        return available, f"data parallel: {share}"
+    return 1, (f"one device: {share} would be below {MIN_SAMPLES_PER_DEVICE:,} and "
+               f"{MIN_STEPS_PER_DEVICE:,}, where splitting pays (pipeline.devices="
+               f"{available} forces it)")
 
 
 def validate(config: Config) -> None:

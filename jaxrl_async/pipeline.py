@@ -327,6 +327,10 @@ class Pipeline(NamedTuple):
     obs_stats: Callable  # env_state -> the observation statistics (None: not normalised)
     specs: PipelineState  # how each field is split over the mesh
     mesh: jax.sharding.Mesh
+    # act and learn_step as functions of one device's shards, not yet mapped over the
+    # mesh, for programs that place them on devices of their own (split.py)
+    local_act: Callable | None = None
+    local_learn: Callable | None = None
 
 
 def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int, *,
@@ -388,7 +392,7 @@ def make_pipeline(agent: Agent, env, env_params, rollout_len: int, num_envs: int
         learn_step=on_mesh(learn, *learn_specs),
         advance=on_mesh(stage.advance, (traj_spec, traj_spec), traj_spec) if offpolicy
         else None,
-        obs_stats=env.obs_stats, specs=specs, mesh=mesh)
+        obs_stats=env.obs_stats, specs=specs, mesh=mesh, local_act=act, local_learn=learn)
 
 
 def vmap_seeds(pipeline: Pipeline) -> Pipeline:

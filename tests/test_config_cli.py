@@ -158,21 +158,21 @@ def test_activation_names_match_the_networks():
 
 
 @pytest.mark.parametrize("name, overrides, devices, why", [
-    # 4 envs x 128 steps / 4 minibatches = 128 samples a gradient step: one device
-    ("ppo_cartpole", [], 1, "one device is faster"),
-    # 2048 x 128 / 4 = 65,536: 16,384 per device of 4
-    ("ppo_cartpole", ["env.num_envs=2048"], 4, "16,384 samples per device"),
-    # vmapped seeds share each all-reduce: 8 seeds of 2048 x 16 / 4 = 65,536
-    ("ppo_cartpole", ["env.num_envs=2048", "pipeline.rollout_len=16", "train.num_seeds=8"], 4,
-     "data parallel"),
-    ("ppo_cartpole", ["env.num_envs=2050"], 1, "one device"),  # 2050 envs do not split over 4
-    ("dqn_cartpole", ["replay.batch_size=32768", "env.num_envs=8"], 4,
-     "8,192 samples per device"),
+    # 4 envs x 128 steps / 4 minibatches = 128 samples a gradient step, 512 steps a tick
+    ("ppo_cartpole", [], 1, "one device: 32 samples per gradient step and 128 env steps"),
+    # 32 x 128 / 4 = 1,024 samples, 4,096 steps: 256 and 1,024 on each of 4 devices
+    ("ppo_cartpole", ["env.num_envs=32"], 4, "data parallel: 256 samples"),
+    ("ppo_cartpole", ["env.num_envs=32", "pipeline.rollout_len=64"], 1, "512 env steps"),
+    # vmapped seeds share each all-reduce: 4 seeds of 8 x 128 / 4
+    ("ppo_cartpole", ["env.num_envs=8", "train.num_seeds=4"], 4, "data parallel"),
+    ("ppo_cartpole", ["env.num_envs=2050"], 1, "2050 envs do not split over 4"),
+    ("dqn_cartpole", ["replay.batch_size=1024", "env.num_envs=128", "pipeline.rollout_len=32"],
+     4, "data parallel"),
     ("ppo_cartpole", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
     ("ppo_cartpole_async", ["pipeline.placement=split", "pipeline.actor_devices=2"], 4,
      "split placement"),
 ])
-def test_devices_0_splits_a_run_only_where_each_gradient_step_is_large(
+def test_devices_0_splits_a_run_only_where_each_device_gets_enough_work(
         monkeypatch, name, overrides, devices, why):
     from jaxrl_async import config as config_module
 
