@@ -1,28 +1,43 @@
 """Actor–learner split placement: actors on one group of devices, the learner on another.
 
 The fused pipeline runs a whole tick as one program, where the actor's half and the
-learner's half could overlap but on CPU do not. Here the host runs the same tick
-function (`pipeline.async_tick`, or `pipeline.replay_tick` for off-policy agents)
-with its halves compiled on two meshes: `act` and the parameter queue's push on the
-actor mesh, `learn_step` (and the replay window's `advance`) on the learner mesh.
-Dispatch does not wait, so the halves run at the same time; parameters and
-trajectories move between the groups device to device. The randomness and the
-arithmetic are those of the fused tick at the same lag, so both placements end in
-the same state (to float rounding).
+learner's half could overlap but on CPU do not. Split placement runs the halves of the
+same tick (`pipeline.async_tick`'s, or `pipeline.replay_tick`'s for off-policy agents)
+on different devices at once, in one of two ways:
+
+- One program (on-policy agents, one actor and one learner device): the chunk runs on
+  a mesh of the two devices. In each tick device 0 takes the actor's branch and device
+  1 the learner's; then one all-gather of their outputs, packed as 32-bit words, gives
+  both devices the whole new state, so the state stays replicated and the host reads,
+  checkpoints and restores it like any other. No host round trip per tick.
+- Host-dispatched (off-policy agents, or more devices in a group): the host runs the
+  tick with its halves compiled on two meshes (`act` and the parameter queue's push on
+  the actor mesh, `learn_step` and the replay window's `advance` on the learner mesh).
+  Dispatch does not wait, so the halves run at the same time; parameters and
+  trajectories move between the groups device to device. The replay stays on the
+  learner's devices.
+
+The randomness and the arithmetic are those of the fused tick at the same lag, so both
+placements end in the same state (to float rounding; the one-program split measured
+bitwise equal).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import functools
+import math
 
 import jax
+import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxrl_async.pipeline import (Pipeline, async_tick, queue_oldest, queue_push,
-                                  replay_tick)
+from jaxrl_async.pipeline import (Pipeline, acted_fields, async_tick, compile_chunk, make_chunk,
+                                  queue_oldest, queue_push, replay_tick)
 from jaxrl_async.sharding import AXIS
+
+PLACE = "place"  # the axis of the one-program split's mesh: (actor device, learner device)
 
 
 def split_meshes(num_devices: int, actor_devices: int):
@@ -43,6 +58,8 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
     its own mesh (an off-policy learner's replay holds one shard per learner device).
     """
     offpolicy = learner.advance is not None
+    if not offpolicy and actor.mesh.size == 1 and learner.mesh.size == 1:
+        return _init_and_compile_one_program(actor, learner, key, num_ticks, options)
     to_actor = functools.partial(jax.device_put, device=NamedSharding(actor.mesh, P()))
 
     def to_learner(x, spec=P()):
@@ -96,3 +113,104 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
         return state, {k: [m[k] for m in ticks] for k in ticks[0]}
 
     return jax.block_until_ready(state), chunk
+
+
+# ------------------------------------------------------------------ one-program split
+
+
+def _init_and_compile_one_program(actor: Pipeline, learner: Pipeline, key, num_ticks: int,
+                                  options: dict | None):
+    """(state replicated on both devices, chunk) for one actor and one learner device."""
+    mesh = jax.make_mesh((2,), (PLACE,),
+                         devices=[*actor.mesh.devices.flat, *learner.mesh.devices.flat])
+    act, learn = _per_device(actor.local_act), _per_device(actor.local_learn)
+
+    def tick(state):
+        params, version = queue_oldest(state.actor_queue)
+        act_args = (params, version, state.env_state, state.obs, state.memory, state.key,
+                    state.env_steps)
+        # the learner's key, as the actor's half splits it (pipeline.make_act)
+        learn_args = (state.learner, state.updates, state.in_flight, state.in_flight_version,
+                      jax.random.split(state.key, 3)[2])
+        impl = jax.random.key_impl(state.key)  # every key of a run is of the run's PRNG
+        acted_words = _Words(jax.eval_shape(act, *act_args), impl)
+        learned_words = _Words(jax.eval_shape(learn, *learn_args), impl)
+        size = max(acted_words.size, learned_words.size)
+        # Each device runs one branch; no collective inside a branch, so neither waits there.
+        mine = jax.lax.cond(jax.lax.axis_index(PLACE) == 0,
+                            lambda: acted_words.pack(act(*act_args), size),
+                            lambda: learned_words.pack(learn(*learn_args), size))
+        both = jax.lax.all_gather(mine, PLACE)  # the tick's one exchange
+        acted = acted_words.unpack(both[0])
+        learner, updates, metrics = learned_words.unpack(both[1])
+        queue = queue_push(state.actor_queue, learner.params, updates)
+        state = state.replace(learner=learner, updates=updates, **acted_fields(acted),
+                              actor_queue=queue, in_flight=acted.traj,
+                              in_flight_version=acted.version)
+        return state, {**metrics, **acted.stats}
+
+    def chunk(state):
+        return make_chunk(tick, num_ticks)(state)
+
+    chunk = jax.shard_map(chunk, mesh=mesh, in_specs=(P(),), out_specs=(P(), P()),
+                          check_vma=False)
+    state = jax.device_put(jax.jit(actor.init)(key), NamedSharding(mesh, P()))
+    return jax.block_until_ready(state), compile_chunk(chunk, state, options)
+
+
+def _per_device(f):
+    """`f`, written for one device's shards of a mesh axis AXIS, as a plain function of one
+    device's arrays: AXIS becomes a vmapped axis of size 1, so its psums and axis_index
+    involve no other device."""
+
+    def on_one_device(*args):
+        out = jax.vmap(lambda _, *a: f(*a), in_axes=(0, *[None] * len(args)), axis_name=AXIS,
+                       axis_size=1)(jnp.zeros(1), *args)
+        return jax.tree.map(lambda x: x[0], out)
+
+    return on_one_device
+
+
+class _Words:
+    """Trees shaped like `example` (abstract; its keys of PRNG `impl`) to one uint32 vector
+    and back, bit for bit, so one all-gather moves a whole half's outputs."""
+
+    def __init__(self, example, impl):
+        self.impl = impl
+        leaves, self.treedef = jax.tree.flatten(example)
+        self.leaves = leaves  # one 32-bit word per element (per word of a key's data)
+        self.sizes = [math.prod(jax.eval_shape(jax.random.key_data, x).shape
+                                if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+                                else x.shape) for x in leaves]
+        self.size = sum(self.sizes)
+
+    @staticmethod
+    def _encode(x):
+        if x.dtype.itemsize != 4:  # bool, 8- and 16-bit: widened exactly
+            x = x.astype(jnp.float32 if jnp.issubdtype(x.dtype, jnp.floating) else jnp.int32)
+        return jax.lax.bitcast_convert_type(x.reshape(-1), jnp.uint32)
+
+    def pack(self, tree, size: int):
+        words = []
+        for x in jax.tree.leaves(tree):
+            if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+                x = jax.random.key_data(x)
+            words.append(self._encode(x))
+        flat = jnp.concatenate(words) if words else jnp.zeros(0, jnp.uint32)
+        return jnp.pad(flat, (0, size - flat.size))
+
+    def unpack(self, flat):
+        out, at = [], 0
+        for x, n in zip(self.leaves, self.sizes):
+            words, at = flat[at:at + n], at + n
+            if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+                data = jax.eval_shape(jax.random.key_data, x)
+                out.append(jax.random.wrap_key_data(
+                    jax.lax.bitcast_convert_type(words, data.dtype).reshape(data.shape),
+                    impl=self.impl))
+                continue
+            wide = jnp.float32 if jnp.issubdtype(x.dtype, jnp.floating) else jnp.int32
+            value = jax.lax.bitcast_convert_type(words, wide if x.dtype.itemsize != 4
+                                                 else x.dtype)
+            out.append(value.astype(x.dtype).reshape(x.shape))
+        return jax.tree.unflatten(self.treedef, out)
