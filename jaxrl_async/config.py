@@ -325,31 +325,37 @@ def load_config(name_or_path: str | os.PathLike = "ppo_cartpole",
 
 
 # `pipeline.devices=0` splits a run over several devices where each device gets at least
-# this many samples in every gradient step and this many env steps in every tick: below
+# this many rows in every gradient step and this many env steps in every tick: below
 # either, the all-reduce of every gradient step (and the rendezvous of every tick) costs
 # more than the smaller share of the work saves. Measured on two forced CPU devices
-# (scripts/bench_devices.py; README, Speed): PPO on CartPole at 4 envs (64 samples, 256
-# steps per device) ran at 0.62x one device, at 16 envs (256, 1024) at 1.31x, at 64 envs
-# (1024, 4096) at 1.58x; IMPALA at 16 envs x 32 steps (256 samples, 256 steps) at 0.67x.
-MIN_SAMPLES_PER_DEVICE = 256
+# (scripts/bench_devices.py; README, Speed): PPO on CartPole at 4 envs (64 rows, 256
+# steps per device) ran at 0.58x one device, at 16 envs (256, 1024) at 1.31x, at 64 envs
+# (1024, 4096) at 1.58x; IMPALA at 16 envs x 32 steps (256 rows, 256 steps) at 0.66x;
+# recurrent PPO at 16 envs (2 sequences a step per device) at 0.74x.
+MIN_ROWS_PER_DEVICE = 256
 MIN_STEPS_PER_DEVICE = 1024
 
 
-def learner_samples(config: Config) -> int:
-    """Samples in one gradient step of the learner, over all devices and seeds."""
+def learner_rows(config: Config) -> int:
+    """Rows one gradient step computes at once, over all devices and seeds: its samples,
+    or for a recurrent network the sequences it scans over (the scan's steps run one
+    after another whatever the device count, so only its width splits)."""
     agent = config.agent
+    recurrent = getattr(agent, "memory", "none") != "none"
     if getattr(type(agent), "DATA", "trajectory") == "replay":
-        samples = config.replay.batch_size * getattr(agent, "sequence_length", 1)
+        rows = config.replay.batch_size  # transitions, or R2D2's sequences
+    elif recurrent:
+        rows = config.env.num_envs // getattr(agent, "num_minibatches", 1)
     else:
-        samples = config.batch_size // getattr(agent, "num_minibatches", 1)
-    return samples * config.train.num_seeds
+        rows = config.batch_size // getattr(agent, "num_minibatches", 1)
+    return rows * config.train.num_seeds
 
 
 def choose_devices(config: Config) -> tuple[int, str]:
     """(devices, why): `pipeline.devices` if set; with 0, all devices where a run must span
     them (several processes, split placement) or where each device's share of a gradient
-    step and of a tick is large enough (MIN_SAMPLES_PER_DEVICE, MIN_STEPS_PER_DEVICE),
-    else one."""
+    step and of a tick is large enough (MIN_ROWS_PER_DEVICE, MIN_STEPS_PER_DEVICE), else
+    one."""
     available = _device_count()
     if config.pipeline.devices:
         return config.pipeline.devices, f"pipeline.devices={config.pipeline.devices}"
@@ -359,15 +365,15 @@ def choose_devices(config: Config) -> tuple[int, str]:
         return available, "a run over several processes spans every device"
     if config.pipeline.placement == "split":
         return available, "split placement"
-    samples = learner_samples(config) // available
+    rows = learner_rows(config) // available
     steps = config.batch_size * config.train.num_seeds // available
-    share = (f"{samples:,} samples per gradient step and {steps:,} env steps per tick on "
+    share = (f"{rows:,} rows per gradient step and {steps:,} env steps per tick on "
              f"each of {available} devices")
     if config.env.num_envs % available:
         return 1, f"{config.env.num_envs} envs do not split over {available} devices"
-    if samples >= MIN_SAMPLES_PER_DEVICE and steps >= MIN_STEPS_PER_DEVICE:
+    if rows >= MIN_ROWS_PER_DEVICE and steps >= MIN_STEPS_PER_DEVICE:
         return available, f"data parallel: {share}"
-    return 1, (f"one device: {share} would be below {MIN_SAMPLES_PER_DEVICE:,} and "
+    return 1, (f"one device: {share} would be below {MIN_ROWS_PER_DEVICE:,} and "
                f"{MIN_STEPS_PER_DEVICE:,}, where splitting pays (pipeline.devices="
                f"{available} forces it)")
 

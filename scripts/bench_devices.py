@@ -3,6 +3,7 @@
 
 Layouts (each a real `jaxrl_async.train` of the config as shipped, plus --set):
   1 device       pipeline.devices=1 (its default keys: philox4x32)
+  1 device threefry  the same with the keys every multi-device layout uses
   2 devices      pipeline.devices=2: data parallel, each device half the envs and half
                  of every minibatch, gradients averaged (threefry2x32 keys)
   auto           pipeline.devices=0 (the default): the trainer's own choice
@@ -31,7 +32,9 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 
 import jaxrl_async  # noqa: E402
 
-LAYOUTS = {"1 device": ["pipeline.devices=1"], "2 devices": ["pipeline.devices=2"],
+LAYOUTS = {"1 device": ["pipeline.devices=1"],
+           "1 device threefry": ["pipeline.devices=1", "train.prng=threefry2x32"],
+           "2 devices": ["pipeline.devices=2"],
            "auto": ["pipeline.devices=0"],
            "split lag 1": ["pipeline.devices=2", "pipeline.placement=split", "pipeline.lag=1"]}
 
@@ -48,7 +51,8 @@ def run(name: str, overrides: list[str], total_steps: int) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configs", default="ppo_cartpole,impala_cartpole,dqn_cartpole,sac_pendulum")
-    p.add_argument("--layouts", default=",".join(LAYOUTS), help="comma-separated, of: "
+    p.add_argument("--layouts", default="1 device,2 devices,auto,split lag 1",
+                   help="comma-separated, of: "
                    + ", ".join(LAYOUTS))
     p.add_argument("--set", action="append", default=[], metavar="section.key=value")
     p.add_argument("--repeats", type=int, default=3)

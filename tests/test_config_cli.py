@@ -159,9 +159,11 @@ def test_activation_names_match_the_networks():
 
 @pytest.mark.parametrize("name, overrides, devices, why", [
     # 4 envs x 128 steps / 4 minibatches = 128 samples a gradient step, 512 steps a tick
-    ("ppo_cartpole", [], 1, "one device: 32 samples per gradient step and 128 env steps"),
+    ("ppo_cartpole", [], 1, "one device: 32 rows per gradient step and 128 env steps"),
     # 32 x 128 / 4 = 1,024 samples, 4,096 steps: 256 and 1,024 on each of 4 devices
-    ("ppo_cartpole", ["env.num_envs=32"], 4, "data parallel: 256 samples"),
+    ("ppo_cartpole", ["env.num_envs=32"], 4, "data parallel: 256 rows"),
+    # recurrent: the rows are the 32 / 4 = 8 sequences a gradient step scans over
+    ("ppo_cartpole", ["env.num_envs=32", "agent.memory=gru"], 1, "2 rows per gradient step"),
     ("ppo_cartpole", ["env.num_envs=32", "pipeline.rollout_len=64"], 1, "512 env steps"),
     # vmapped seeds share each all-reduce: 4 seeds of 8 x 128 / 4
     ("ppo_cartpole", ["env.num_envs=8", "train.num_seeds=4"], 4, "data parallel"),
