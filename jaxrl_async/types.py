@@ -46,12 +46,13 @@ class Agent(NamedTuple):
             episode's start. None: the agent is memoryless, its carry is None
     targets: on-policy agents whose learn first turns the trajectory into a batch with
             return targets and then takes gradient steps on it (PPO):
-            (learner_state, trajectory) -> that batch. Only `jaxrl-async profile` calls
-            it, to time the return computation apart from the update; None where the
+            (learner_state, trajectory) -> that batch. Only `jaxrl-async bench --profile`
+            calls it, to time the return computation apart from the update; None where the
             targets are computed inside the loss (IMPALA's V-trace) or at storage
 
     Under the data-parallel pipeline, act and learn run per device on a slice of the
     env batch; learn must average over the whole batch with `lax.pmean(…, axis_name)`
+    (`ctx.axis_name`; None on one device, where there is nothing to average)
     (differentiate the pmean'd loss: the gradient of a per-device loss with respect to
     replicated parameters comes back summed over devices, not averaged) and return a
     learner state and metrics that are the same on every device.
@@ -130,7 +131,9 @@ class BuildContext(NamedTuple):
     num_envs: int  # the global batch, over all devices
     rollout_len: int
     num_updates: int
-    axis_name: str | None = None  # mesh axis the batch is split over, for lax.pmean
+    # mesh axis the batch is split over, for lax.pmean; None on one device (nothing to
+    # average, and no collective compiled)
+    axis_name: str | None = None
 
 
 class Transition(NamedTuple):

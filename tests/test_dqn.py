@@ -268,9 +268,10 @@ def test_replay_stores_raw_observations_and_the_learner_sees_them_normalised(mon
 
         def learn(state, sample, key):
             state, metrics, priorities = agent.learn(state, sample, key)
-            means = jax.lax.pmean({"seen_obs0": jnp.mean(sample.items.obs[:, 0]),
-                                   "seen_next_obs0": jnp.mean(sample.items.next_obs[:, 0])},
-                                  ctx.axis_name)
+            means = {"seen_obs0": jnp.mean(sample.items.obs[:, 0]),
+                     "seen_next_obs0": jnp.mean(sample.items.next_obs[:, 0])}
+            if ctx.axis_name is not None:  # None on one device
+                means = jax.lax.pmean(means, ctx.axis_name)
             return state, {**metrics, **means}, priorities
 
         seen["agent"] = True
