@@ -79,7 +79,8 @@ def test_vmapped_seeds_of_an_off_policy_run_in_a_fresh_process_cannot_hang(tmp_p
     args = ["train", "dqn_cartpole", "train.num_seeds=2", "env.num_envs=4",
             "pipeline.rollout_len=4", "agent.hidden_sizes=[16]", "replay.capacity=256",
             "replay.batch_size=32", "replay.learning_starts=64", "train.total_steps=2048",
-            "train.log_every=512", "train.progress=false", "--run-dir", str(tmp_path / "run")]
+            "train.log_every=512", "train.progress=false", "pipeline.devices=2",
+            "--run-dir", str(tmp_path / "run")]
     proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
                           env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
