@@ -141,7 +141,9 @@ def standard_normal_rows(keys, width: int):
     transform to normals fuse into every consumer and are recomputed in each (the
     forward pass and the log-density's gradient: 13% of a SAC update at batch 256)."""
     noise = jax.vmap(lambda k: jax.random.normal(k, (width,), jnp.float32))(keys)
-    return jax.lax.optimization_barrier(noise)
+    # max(x, -inf) = x exactly. XLA never fuses a reduction into its consumers (an
+    # optimization_barrier is expanded before fusion on CPU and did not hold).
+    return jnp.stack([noise, jnp.full_like(noise, -jnp.inf)]).max(axis=0)
 
 
 def squashed_sample(noise, mean, log_std):
