@@ -63,8 +63,11 @@ class ReplayStage(NamedTuple):
            the window's first T steps (or its sequences)
     advance: (window, trajectory [T, B]) -> the next window: its last `carried` steps,
            then the trajectory
-    learn: (agent_learn, learner, replay, env_steps, key) ->
-           (learner, replay, metrics, learned: bool [])
+    learn: (agent_learn, learner, replay, env_steps, key, stacked=False) ->
+           (learner, replay, metrics, learned: bool []); `stacked`: every leaf of the
+           replay has a leading axis of 1 (the pipeline's [D, ...] replay inside
+           shard_map), kept on the way in and out and dropped only where the update
+           reads the buffer
     """
 
     init: Callable
@@ -74,6 +77,10 @@ class ReplayStage(NamedTuple):
     n_step: int
     example: Callable
     carried: int  # steps the window keeps from one tick to the next: n - 1, or L - stride
+
+
+def _same(tree):
+    return tree
 
 
 def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps: int,
@@ -128,7 +135,9 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
     def with_priorities(replay, part):
         return replay if part is None else replay.replace(tree=part[0], max_priority=part[1])
 
-    def learn(agent_learn, learner, replay, env_steps, key):
+    def learn(agent_learn, learner, replay, env_steps, key, stacked=False):
+        squeeze = (lambda tree: jax.tree.map(lambda x: x[0], tree)) if stacked else _same
+        unsqueeze = (lambda tree: jax.tree.map(lambda x: x[None], tree)) if stacked else _same
         progress = jnp.minimum(env_steps.astype(jnp.float32) / total_steps, 1.0)
         beta = config.beta + (1.0 - config.beta) * progress
 
@@ -138,7 +147,7 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
         def updates(operand):
             def one(carry, update_key):
                 learner, part = carry
-                current = with_priorities(replay, part)
+                current = squeeze(with_priorities(replay, part))
                 sample_key, learn_key = jax.random.split(update_key)
                 drawn = sample(current, sample_key, beta)
                 learner, metrics, priorities = agent_learn(learner, drawn, learn_key)
@@ -146,7 +155,7 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
                     current = prioritized.update_priorities(
                         current, drawn.indices, jnp.abs(priorities) + config.priority_eps,
                         axis_name=axis_name)
-                return (learner, priorities_of(current)), metrics
+                return (learner, unsqueeze(priorities_of(current))), metrics
 
             (learner, part), metrics = jax.lax.scan(
                 one, operand, jax.random.split(key, use.updates_per_tick))

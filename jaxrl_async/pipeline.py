@@ -219,13 +219,18 @@ def make_replay_learn(stage, agent_learn: Callable, observe: Callable) -> Callab
                                           next_obs=observe(obs_stats, sample.items.next_obs))
             return agent_learn(learner, sample._replace(items=items), key)
 
-        replay = stage.store(jax.tree.map(lambda x: x[0], replay), window)
+        # The replay keeps its leading device axis (of 1 here) from the state in to the
+        # state out: the store is vmapped over it and the update drops it only where it
+        # reads the buffer. Squeezed here and re-stacked on the way out, the stored
+        # buffer reached the learner and the state as two differently shaped views, and
+        # XLA updated each view separately, copying every replay array about three
+        # times a tick (SAC, 1e5 slots: 2.3x slower).
+        replay = jax.vmap(stage.store, in_axes=(0, None))(replay, window)
         learner, replay, metrics, learned = stage.learn(learn_seen, learner, replay,
-                                                        env_steps, key)
+                                                        env_steps, key, stacked=True)
         metrics = {**metrics, **lag_metrics(updates - version),
                    "learning": learned.astype(jnp.float32)}
-        return (learner, updates + learned.astype(jnp.int32),
-                jax.tree.map(lambda x: x[None], replay), metrics)
+        return learner, updates + learned.astype(jnp.int32), replay, metrics
 
     return learn
 

@@ -27,6 +27,19 @@ observation, one more critic pass); the baselines use JAX's default PRNG (threef
 trainer's train.prng=auto picks philox4x32 on one device: `--baseline-prng philox4x32`
 gives the baselines the same). Both run under the XLA flags `import jaxrl_async` sets.
 
+Where the off-policy time goes (2-core EPYC, jax 0.10.2, one core pinned): at SAC's
+1 env / 1 update of 256 a step, an update is all but the whole tick (the actor, store
+and bookkeeping: 6 us a tick, the baseline's 7 us), and since the fixes of issue 14 the
+trainer's update costs what the baseline's does (about 275 us; before: 350 us, and 25
+copies of whole replay arrays a tick on top). Both are bound by small matmuls; the
+weight-gradient ones (the batch axis contracted, the left operand transposed) run
+outside YNNPACK at about half the forward matmuls' speed, and no XLA option tried moved
+them (xla_cpu_multi_thread_eigen=false, xla_cpu_experimental_{xnn,ynn}_fusion_type,
+xla_cpu_prefer_vector_width=512, xla_cpu_use_fusion_emitters=false: none better than
+1% in interleaved runs; the last 30% slower). DQN at 10 updates of 128 a tick is the
+same: its update is compute-bound and matches the baseline's, prioritized replay adding
+about 7% (sum-tree descent and priority write-back).
+
 Timing excludes compilation for both: the baseline is compiled with `.lower().compile()`
 and the run timed to `block_until_ready`; the trainer's summary "sps" counts its host
 loop only. Baseline and trainer alternate, `--repeats` times each. Final return: the
