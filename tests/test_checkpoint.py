@@ -10,6 +10,7 @@ import textwrap
 import jax
 import numpy as np
 import pytest
+from test_dqn import TINY as DQN_TINY
 from test_train import SMALL
 
 import jaxrl_async
@@ -17,16 +18,16 @@ from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.errors import ConfigError, UserError
 
 # Configs whose resume must match the uninterrupted run bit for bit; an off-policy
-# agent with prioritized replay joins as one more entry.
+# agent with prioritized replay joins as one more entry. Each is a program another test
+# trains too (SMALL; test_dqn's TINY at lag 2; test_seeds' three seeds of SMALL), so it
+# comes from the compile cache.
 RESUME_CONFIGS = [
     pytest.param("ppo_cartpole", SMALL, id="ppo-lag0"),
     pytest.param("ppo_cartpole_async", SMALL, id="ppo-lag1"),
-    # Prioritized replay, its sum tree, the n-step window and the lagged parameters too.
-    pytest.param("dqn_cartpole", ["train.total_steps=4000", "train.log_every=1000",
-                                  "replay.learning_starts=500", "replay.capacity=1000",
-                                  "agent.hidden_sizes=[16,16]", "agent.n_step=3",
-                                  "pipeline.lag=1", "train.progress=false"], id="dqn-per"),
-    pytest.param("ppo_cartpole", SMALL + ["train.num_seeds=2"], id="ppo-2-seeds",
+    # Prioritized replay (full and wrapped by the end), its sum tree, the n-step window and
+    # two queued parameter versions too.
+    pytest.param("dqn_cartpole", DQN_TINY + ["pipeline.lag=2"], id="dqn-per"),
+    pytest.param("ppo_cartpole", SMALL + ["train.num_seeds=3"], id="ppo-3-seeds",
                  marks=pytest.mark.slow),
     # The actor's carry (and the carries stored with the trajectory in flight).
     pytest.param("ppo_cartpole_async", SMALL + ["agent.memory=gru", "agent.memory_size=8",
@@ -223,7 +224,9 @@ def test_resume_refuses_changes_outside_the_resumable_keys(tmp_path):
 
 def test_periodic_checkpoints_round_to_host_calls_and_keep_the_last_n(tmp_path):
     run_dir = tmp_path / "run"
-    config = jaxrl_async.load_config("ppo_cartpole", SMALL + ["checkpoint.every=1500"])
+    # No LR annealing: the run and its extension are test_extending's one program.
+    config = jaxrl_async.load_config("ppo_cartpole", SMALL + ["checkpoint.every=1500",
+                                                              "agent.anneal_lr=false"])
     jaxrl_async.train(config, run_dir=run_dir)
     # Host calls end every 1024 steps: the first boundaries past 1500 and 3000 are 2048 and
     # 3072, then the final 4096 (keep=3 holds all of them).

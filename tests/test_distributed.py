@@ -22,10 +22,13 @@ from jaxrl_async.config import ConfigError, load_config
 
 TIMEOUT = 420  # seconds for one launch (all its processes); a hang fails the test
 
+# PPO and DQN as test_multidevice trains them on 2 of its 4 forced devices (the progress
+# bar and checkpoints live on the host), so the one-process references load its programs
+# from the persistent compile cache when that file ran first.
 PPO = ["env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
        "agent.num_minibatches=2", "agent.num_epochs=2", "train.total_steps=1024",
-       "train.log_every=256", "train.prng=threefry2x32", "pipeline.devices=2",
-       "checkpoint.every=512"]  # the progress bar on: only process 0 may show it
+       "train.log_every=256", "env.normalize_obs=true", "train.prng=threefry2x32",
+       "pipeline.devices=2", "checkpoint.every=512"]  # the progress bar on: only process 0 may show it
 DQN = ["env.num_envs=4", "pipeline.rollout_len=4", "agent.hidden_sizes=[16]", "agent.n_step=2",
        "agent.updates_per_tick=2", "replay.capacity=128", "replay.batch_size=16",
        "replay.learning_starts=64", "train.total_steps=1024", "train.log_every=256",
@@ -61,9 +64,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env(devices: int) -> dict:
+def _env(processes: int) -> dict:
+    """One process: 4 forced devices (the runs use 2), test_multidevice's flags, which are
+    part of the compile cache's key. Several: one device each."""
     return {**os.environ, "JAX_PLATFORMS": "cpu",
-            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+            "XLA_FLAGS": f"--xla_force_host_platform_device_count={1 if processes > 1 else 4}"}
 
 
 def _launch(argv: list[str], processes: int, cwd: Path) -> list[subprocess.CompletedProcess]:
@@ -79,7 +84,7 @@ def _launch(argv: list[str], processes: int, cwd: Path) -> list[subprocess.Compl
         procs.append(subprocess.Popen(
             [sys.executable, *argv, *launch], cwd=cwd, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True,
-            env=_env(1 if processes > 1 else 2)))
+            env=_env(processes)))
     done = []
     try:
         for i, proc in enumerate(procs):

@@ -169,9 +169,11 @@ def test_cli_interrupt_exits_130_after_the_current_call(cli, tmp_path, signum):
     from jaxrl_async import checkpoint
 
     run_dir = tmp_path / "run"
+    # No LR annealing: the resume to a new total runs the program the first run compiled.
     proc = subprocess.Popen(
         [sys.executable, "-m", "jaxrl_async", "train", *SMALL, "train.total_steps=50000000",
-         "--run-dir", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "agent.anneal_lr=false", "--run-dir", str(run_dir)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     metrics = run_dir / "metrics.jsonl"
     deadline = time.monotonic() + 120
     while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
