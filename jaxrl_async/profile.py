@@ -1,7 +1,7 @@
 """`jaxrl-async bench --profile`: where the time of a tick goes, phase by phase.
 
 Each phase is compiled as its own program and looped on device with its state donated
-(the bench's `_timed_loop`), at the config's shapes, one seed, one device, fused
+(the bench's `calibrated_loop`), at the config's shapes, one seed, one device, fused
 placement at the config's lag:
 
   tick     the whole tick as training runs it (`pipeline.tick`, its metrics kept)
@@ -177,12 +177,10 @@ def _replay_learner_phases(config, pipeline, agent, state, key) -> dict:
 
     stage = make_replay_stage(agent.replay, config.replay, 1, config.train.total_steps)
 
-    def store(replay, window):  # as make_replay_learn stores: one replay per device
-        replay = stage.store(jax.tree.map(lambda x: x[0], replay), window)
-        return jax.tree.map(lambda x: x[None], replay)
-
-    store = jax.shard_map(store, mesh=pipeline.mesh, in_specs=(P(AXIS), P(None, AXIS)),
-                          out_specs=P(AXIS), check_vma=False)
+    # as make_replay_learn stores: vmapped over the replay's device axis
+    store = jax.shard_map(jax.vmap(stage.store, in_axes=(0, None)), mesh=pipeline.mesh,
+                          in_specs=(P(AXIS), P(None, AXIS)), out_specs=P(AXIS),
+                          check_vma=False)
     return {"learn": (learn, (_copy(state.learner), _copy(state.updates), _copy(state.replay),
                               _copy(state.window), key, metrics)),
             "returns": (lambda c: (store(*c), c[1]), (_copy(state.replay), _copy(state.window)))}

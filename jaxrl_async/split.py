@@ -149,11 +149,8 @@ def _init_and_compile_one_program(actor: Pipeline, learner: Pipeline, key, num_t
                               in_flight_version=acted.version)
         return state, {**metrics, **acted.stats}
 
-    def chunk(state):
-        return make_chunk(tick, num_ticks)(state)
-
-    chunk = jax.shard_map(chunk, mesh=mesh, in_specs=(P(),), out_specs=(P(), P()),
-                          check_vma=False)
+    chunk = jax.shard_map(make_chunk(tick, num_ticks), mesh=mesh, in_specs=(P(),),
+                          out_specs=(P(), P()), check_vma=False)
     state = jax.device_put(jax.jit(actor.init)(key), NamedSharding(mesh, P()))
     return jax.block_until_ready(state), compile_chunk(chunk, state, options)
 

@@ -30,7 +30,9 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_force_host_platform_device_count=2").strip()
 
-import jaxrl_async  # noqa: E402
+import jaxrl_async  # noqa: E402  (its XLA flags before JAX's backend starts)
+
+import jax  # noqa: E402
 
 LAYOUTS = {"1 device": ["pipeline.devices=1"],
            "1 device threefry": ["pipeline.devices=1", "train.prng=threefry2x32"],
@@ -77,7 +79,7 @@ def main(argv=None) -> int:
                 print(f"[bench] {name} {label}: {r['sps']:,.0f} SPS, {r['devices']}",
                       file=sys.stderr, flush=True)
         results[name] = {"steps": total, "runs": runs}
-    print(f"jax {jaxrl_async.__version__ if hasattr(jaxrl_async, '__version__') else ''} "
+    print(f"jax {jax.__version__} "
           f"XLA_FLAGS={os.environ['XLA_FLAGS']!r}, {args.repeats} rounds, --set {args.set}\n")
     head = "| config | steps/run | " + " | ".join(f"{k} SPS" for k in layouts) + " | " + \
         " | ".join(f"{k} / 1 device" for k in layouts if k != "1 device") + " |"

@@ -77,8 +77,6 @@ class TorsoFields:
         return None if self.memory == "none" else MemorySpec(self.memory, self.memory_size)
 
 
-
-
 def check_env_minibatches(config, why: str) -> None:
     """A ConfigError unless agent.num_minibatches divides the envs each device holds
     (minibatches that are groups of whole envs)."""
