@@ -106,8 +106,13 @@ def _print_spaces(names, make) -> None:
 def _plot(args) -> int:
     from pathlib import Path
 
-    from jaxrl_async.plot import plot_runs
+    from jaxrl_async.plot import is_sweep_dir, plot_runs, plot_sweep
 
+    if any(map(is_sweep_dir, args.run_dirs)):
+        if len(args.run_dirs) > 1:
+            raise UserError("plot a sweep directory alone (its points are drawn together)")
+        print(plot_sweep(args.run_dirs[0], args.out))
+        return 0
     out = args.out or (Path(args.run_dirs[0]) / "curves.png" if len(args.run_dirs) == 1
                        else "curves.png")
     print(plot_runs(args.run_dirs, out))
@@ -153,10 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="default: the run's train.seed")
     p.set_defaults(func=_eval)
 
-    p = sub.add_parser("plot", help="learning curves and SPS of run directories, to a PNG")
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p = sub.add_parser("plot", help="learning curves and SPS of run directories, or the "
+                                    "curves of a sweep directory, to a PNG")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories, or one "
+                                                                   "sweep directory")
     p.add_argument("--out", default=None, help="default: RUN_DIR/curves.png for one run, "
-                                                 "else curves.png")
+                                                 "SWEEP_DIR/sweep.png, else curves.png")
     p.set_defaults(func=_plot)
 
     p = sub.add_parser("envs", help="list environment ids with their spaces, and the suites")
