@@ -12,7 +12,8 @@ from jaxrl_async.config import Config, load_config  # noqa: E402
 from jaxrl_async.errors import ConfigError, EnvSpecError, TrainingInterrupted  # noqa: E402
 
 _LAZY = {"train": "jaxrl_async.trainer", "resume": "jaxrl_async.trainer",
-         "TrainResult": "jaxrl_async.trainer", "make": "jaxrl_async.envs"}
+         "TrainResult": "jaxrl_async.trainer", "make": "jaxrl_async.envs",
+         "sweep": "jaxrl_async.sweeps", "resume_sweep": "jaxrl_async.sweeps"}
 
 
 def __getattr__(name: str):
@@ -32,6 +33,8 @@ __all__ = [
     "load_config",
     "make",
     "resume",
+    "resume_sweep",
+    "sweep",
     "train",
 ]
 __version__ = "0.1.0"

@@ -282,6 +282,18 @@ def load_config(name_or_path: str | os.PathLike = "ppo_cartpole",
         raise ConfigError(f"cannot parse {path}: {_first_line(e)}") from None
     if not OmegaConf.is_dict(raw):
         raise ConfigError(f"{path} must hold a mapping of sections")
+    return _build(raw, overrides, path.stem)
+
+
+def with_overrides(config: Config, overrides: Sequence[str]) -> Config:
+    """`config` with `section.key=value` overrides applied and every check run again."""
+    raw = OmegaConf.create(config.to_yaml())
+    raw.distributed = OmegaConf.structured(config.distributed)
+    return _build(raw, overrides, config.name)
+
+
+def _build(raw, overrides: Sequence[str], name: str) -> Config:
+    """The checked Config of YAML sections `raw` with `overrides` on top."""
     dotlist = _parse_overrides(overrides)
     for layer in (raw, dotlist):
         for key in layer.keys():
@@ -304,7 +316,7 @@ def load_config(name_or_path: str | os.PathLike = "ppo_cartpole",
             if key in layer:
                 _integral_floats_to_int(layer[key], cls)
 
-    schema = OmegaConf.structured(Config(name=path.stem, agent=agent_cls()))
+    schema = OmegaConf.structured(Config(name=name, agent=agent_cls()))
     OmegaConf.set_readonly(schema, False)
     try:
         merged = OmegaConf.merge(schema, raw, dotlist)

@@ -412,10 +412,11 @@ def vmap_seeds(pipeline: Pipeline) -> Pipeline:
         chunk=lambda num_ticks: jax.vmap(pipeline.chunk(num_ticks)))
 
 
-def seed_keys(seed: int, num_seeds: int, impl: str):
-    """Keys [N] equal to jax.random.key(seed + k, impl) for each k."""
-    return jax.vmap(lambda s: jax.random.key(s, impl=impl))(
-        jnp.arange(seed, seed + num_seeds, dtype=jnp.uint32))
+def seed_keys(seed: int, num_seeds: int, impl: str, seeds=None):
+    """Keys [N] equal to jax.random.key(seed + k, impl) for each k, or to
+    jax.random.key(seeds[k], impl) where the runs' seeds are given."""
+    seeds = range(seed, seed + num_seeds) if seeds is None else seeds
+    return jax.vmap(lambda s: jax.random.key(s, impl=impl))(jnp.asarray(seeds, jnp.uint32))
 
 
 def make_chunk(tick, num_ticks: int):

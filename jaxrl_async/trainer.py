@@ -48,6 +48,31 @@ class TrainResult:
     metrics: dict[str, np.ndarray]  # one entry per log point
     summary: dict
     run_dir: Path | None
+    # with a RunGroup: each point's log records, as a run of its seeds alone would log them
+    point_records: list[list[dict]] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One grid point of a RunGroup: its runs and where its records go."""
+
+    runs: slice  # its runs' positions among the group's train.num_seeds runs
+    run_dir: Path | None  # its own metrics.jsonl and TensorBoard events (None: kept in memory)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunGroup:
+    """Runs that differ in seed and hyperparameter values but share one compiled program
+    (a sweep's structural group, `sweep.py`): the config's train.num_seeds counts them all.
+
+    Run k starts from key `seeds[k]` (a point's seeds repeat the single run's, so point p
+    equals that run up to float rounding) and trains with `hparams[field][k]` for each
+    swept field of the agent (its SWEEPABLE ones, traced values of the learner state).
+    """
+
+    seeds: tuple[int, ...]
+    hparams: dict[str, tuple[float, ...]]
+    points: tuple[Point, ...]
 
 
 def default_cache_dir() -> Path:
@@ -200,7 +225,8 @@ class Started:
     cache_misses: int
 
 
-def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None) -> Started:
+def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None,
+          group: RunGroup | None = None) -> Started:
     """Compile the chunk (and the evaluation, in a worker thread), then init the state,
     or restore it from the checkpoint of a resumed run into a fresh state's layout."""
     compile_start = time.perf_counter()
@@ -210,13 +236,16 @@ def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None) -> 
     options = DETERMINISTIC_OPTIONS if config.train.deterministic else None
     num_seeds = config.train.num_seeds
     key = (jax.random.key(config.train.seed, impl=config.prng_impl) if num_seeds == 1
-           else seed_keys(config.train.seed, num_seeds, config.prng_impl))
+           else seed_keys(config.train.seed, num_seeds, config.prng_impl,
+                          None if group is None else group.seeds))
     restore_seconds = 0.0
     if config.pipeline.placement == "split":
         state, chunk = init_and_compile_split(built.pipeline, built.learner_pipeline, key,
                                               plan.ticks, options)
     elif plan.point is None:
         state, chunk = init_and_compile(built.pipeline, key, plan.ticks, options)
+        if group is not None:
+            state = with_hparams(state, group.hparams)
     else:  # the checkpoint supplies the state: init is traced for its layout, never run
         state = jax.jit(built.pipeline.init).lower(key).out_info
     if plan.point is not None:
@@ -233,6 +262,19 @@ def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None) -> 
         built.evaluation.wait_compiled()
     return Started(state, chunk, time.perf_counter() - compile_start - restore_seconds,
                    restore_seconds, _CACHE.hits - hits, _CACHE.misses - misses)
+
+
+def with_hparams(state, hparams: dict[str, Sequence[float]]):
+    """`state` with the learner's hyperparameters set per run ([N] values a field), placed
+    as the values they replace."""
+    current = state.learner.hparams
+    unknown = sorted(set(hparams) - set(current))
+    if unknown:
+        raise UserError(f"not sweepable: {', '.join(unknown)} (sweepable: "
+                        f"{', '.join(sorted(current))})")
+    new = {k: jax.device_put(np.asarray(v, np.float32), current[k].sharding)
+           for k, v in hparams.items()}
+    return state.replace(learner=state.learner.replace(hparams={**current, **new}))
 
 
 # ---------------------------------------------------------------------------- the loop
@@ -274,21 +316,40 @@ class RunLog:
     training (evaluating, blocking on a checkpoint) is `excluded` from it."""
 
     def __init__(self, config: Config, plan: RunPlan, run_dir: Path | None,
-                 callbacks: Sequence[Callable[[dict], None]], main: bool):
+                 callbacks: Sequence[Callable[[dict], None]], main: bool,
+                 points: Sequence[Point] = ()):
         self.records: list[dict] = [] if plan.point is None else list(plan.point.records)
         self.sinks: list = list(callbacks) if main else []
         self._closers: list = []
-        if run_dir is not None and main:
-            for sink in (JsonlSink(run_dir / "metrics.jsonl"),
-                         TensorBoardSink(run_dir, None if plan.point is None
-                                         else plan.point.step + 1)):
-                self.sinks.append(sink)
-                self._closers.append(sink)
+        self._plan, self._main = plan, main
+        self.sinks += self._file_sinks(run_dir)
+        # A RunGroup's points: each logs its own runs' records to its own directory.
+        self.points = list(points)
+        self.point_records: list[list[dict]] = []
+        self.point_sinks: list[list] = []
+        for point in self.points:
+            records = []
+            if point.run_dir is not None and plan.point is not None:
+                records = rundir.read_records(point.run_dir, upto=plan.point.step)
+                if main:  # cut back to the checkpoint, as for the group's own records
+                    rundir.write_records(point.run_dir, records)
+            self.point_records.append(records)
+            self.point_sinks.append(self._file_sinks(point.run_dir))
         self.progress = Progress(plan.num_updates * plan.batch, config.train.progress and main,
                                  desc=config.name, initial=plan.start_call * plan.steps_per_call)
         self._seeds, self._steps_per_call = config.train.num_seeds, plan.steps_per_call
         self._prior = 0.0 if plan.point is None else plan.point.train_seconds
         self.start = self._last = time.perf_counter()
+
+    def _file_sinks(self, run_dir: Path | None) -> list:
+        """metrics.jsonl and TensorBoard events in `run_dir` (none on other processes)."""
+        if run_dir is None or not self._main:
+            return []
+        point = self._plan.point
+        sinks = [JsonlSink(run_dir / "metrics.jsonl"),
+                 TensorBoardSink(run_dir, None if point is None else point.step + 1)]
+        self._closers += sinks
+        return sinks
 
     def train_seconds(self, now: float | None = None) -> float:
         """Training time of the whole run so far, earlier sessions of a resumed run included."""
@@ -298,14 +359,22 @@ class RunLog:
         self._last += seconds
 
     def log(self, calls: int, chunk_metrics, extra: dict | None = None) -> None:
-        jax.block_until_ready(chunk_metrics)
+        chunk_metrics = jax.device_get(chunk_metrics)
         now = time.perf_counter()
-        record = _aggregate(chunk_metrics, calls * self._steps_per_call, self.train_seconds(now),
-                            self._seeds * self._steps_per_call / max(now - self._last, 1e-9))
+        seconds, wall = max(now - self._last, 1e-9), self.train_seconds(now)
+        env_steps = calls * self._steps_per_call
+        record = _aggregate(chunk_metrics, env_steps, wall,
+                            self._seeds * self._steps_per_call / seconds)
         self._last = now
         record.update(extra or {})
         self.records.append(record)
         emit(self.sinks, record)
+        for point, records, sinks in zip(self.points, self.point_records, self.point_sinks):
+            runs = len(range(self._seeds)[point.runs])
+            mine = jax.tree.map(lambda x: x[point.runs], chunk_metrics)
+            records.append(_aggregate(mine, env_steps, wall,
+                                      runs * self._steps_per_call / seconds))
+            emit(sinks, records[-1])
         self.progress.update(record)
 
     def close(self) -> None:
@@ -436,7 +505,8 @@ def _last_finite(records: list[dict], key: str):
 
 
 def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | None = None,
-          callbacks: Sequence[Callable[[dict], None]] = (), resume: bool = False) -> TrainResult:
+          callbacks: Sequence[Callable[[dict], None]] = (), resume: bool = False,
+          group: RunGroup | None = None) -> TrainResult:
     """Train `config` (on `env` if given, any gymnax-API env); write to `run_dir` if given.
 
     `resume=True` continues the run in `run_dir` from its latest checkpoint (the config
@@ -446,7 +516,7 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     handler catches it, as in the CLI), which ends the run after the current host call
     with TrainingInterrupted.
     Returns a TrainResult; raises a UserError subclass on bad input before anything
-    is written.
+    is written. `group` trains the runs of a sweep group (RunGroup; `sweep.py`).
     """
     wall_start = time.perf_counter()
     distributed.check(config.distributed)
@@ -463,11 +533,11 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     if fresh and main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(config.to_yaml())
-    started = start(config, plan, built, run_dir)
+    started = start(config, plan, built, run_dir, group)
 
     saver = None if run_dir is None else ckpt.Checkpointer(
         rundir.checkpoint_dir(run_dir), config.checkpoint.keep, write=main)
-    log = RunLog(config, plan, run_dir, callbacks, main)
+    log = RunLog(config, plan, run_dir, callbacks, main, () if group is None else group.points)
     try:
         state, times = run_loop(config, plan, started, log, saver, built.evaluation, run_dir)
     finally:
@@ -490,7 +560,8 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
                            f"({summary['device_choice']})")
     records = log.records
     metrics = {k: np.asarray([r[k] for r in records]) for k in (records[0] if records else {})}
-    return TrainResult(state=state, metrics=metrics, summary=summary, run_dir=run_dir)
+    return TrainResult(state=state, metrics=metrics, summary=summary, run_dir=run_dir,
+                       point_records=None if group is None else log.point_records)
 
 
 def resume(run_dir: str | Path, overrides: Sequence[str] = (), *, env=None, env_params=None,

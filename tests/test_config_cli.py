@@ -125,7 +125,7 @@ def test_to_yaml_round_trips_through_load_config(tmp_path):
 
 
 @pytest.mark.parametrize("overrides", [
-    ["agent.foo=1"], ["optim.lr=1"], ["train.total_steps=abc"], ["agent.learning_rate=0"],
+    ["agent.foo=1"], ["optim.lr=1"], ["train.total_steps=abc"], ["agent.learning_rate=-1"],
     ["env.num_envs=0"], ["agent.num_minibatches=3"], ["train.total_steps=100"],
 ])
 def test_load_config_raises_config_error(overrides):

@@ -184,7 +184,7 @@ def test_discrete_envs_and_bad_values_are_config_errors():
     env, params = make("CartPole-v1")
     with pytest.raises(ConfigError, match="continuous"):
         build(spec=spec_of(env, params))
-    for bad in ({"tau": 0.0}, {"init_alpha": -1.0}, {"learning_rate": 0.0},
+    for bad in ({"tau": 0.0}, {"init_alpha": -1.0}, {"learning_rate": -1.0},
                 {"target_entropy": float("nan")}, {"max_grad_norm": -1.0}, {"n_step": 0}):
         with pytest.raises(ConfigError, match=f"agent.{next(iter(bad))}"):
             SACConfig(**bad)

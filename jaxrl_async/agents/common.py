@@ -7,6 +7,8 @@ copied between agent files.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -22,6 +24,7 @@ class ActorCriticState:
 
     params: dict  # the ActorCritic's (memoryless: {"actor": ..., "critic": ...})
     opt_state: optax.OptState  # over the parameters as one flat vector (see `sgd`)
+    hparams: dict  # the SWEEPABLE fields as traced scalars (`initial_hparams`)
 
 
 def concat_obs(a, b):
@@ -43,23 +46,49 @@ def fold_truncation(rewards, next_values, terminated, truncated, gamma):
     return rewards, discounts
 
 
-def make_optimizer(name: str, learning_rate: float, anneal: bool, num_grad_steps: int,
-                   max_grad_norm: float, eps: float,
-                   adam_b1: float = 0.9) -> optax.GradientTransformation:
-    """Global-norm clipping, then Adam (first-moment decay `adam_b1`) or RMSProp, the rate
-    annealed linearly to 0 if asked."""
-    lr = (optax.linear_schedule(learning_rate, 0.0, num_grad_steps) if anneal
-          else learning_rate)
+class Optimizer(NamedTuple):
+    """An optax direction at unit learning rate, scaled at each step by the run's learning
+    rate after clipping the gradient's global norm: both are hyperparameters of the learner
+    state (traced), so runs with other values share one program."""
+
+    direction: optax.GradientTransformation
+    clip: bool = True
+
+    def init(self, flat):
+        return self.direction.init(flat)
+
+    def update(self, grads, opt_state, flat, hp):
+        """(updates, opt_state) for `hp`, a config bound to the run's hyperparameters
+        (`configs.bind`): its learning_rate and max_grad_norm."""
+        if self.clip:
+            grads, _ = optax.clip_by_global_norm(hp.max_grad_norm).update(grads, None)
+        direction, opt_state = self.direction.update(grads, opt_state, flat)
+        return -hp.learning_rate * direction, opt_state
+
+
+def make_optimizer(name: str, anneal: bool, num_grad_steps: int, eps: float,
+                   adam_b1: float = 0.9, clip: bool = True) -> Optimizer:
+    """Global-norm clipping (unless `clip` is off), then Adam (first-moment decay
+    `adam_b1`) or RMSProp, the rate annealed linearly to 0 over `num_grad_steps` if asked."""
     if name == "adam":
-        opt = optax.adam(lr, b1=adam_b1, eps=eps)
+        direction = optax.scale_by_adam(b1=adam_b1, eps=eps)
     elif name == "rmsprop":
-        opt = optax.rmsprop(lr, decay=0.99, eps=eps)
+        direction = optax.scale_by_rms(decay=0.99, eps=eps)
     else:
         raise ConfigError(f"unknown optimizer {name!r} (available: adam, rmsprop)")
-    return optax.chain(optax.clip_by_global_norm(max_grad_norm), opt)
+    if anneal:
+        direction = optax.chain(
+            direction, optax.scale_by_schedule(optax.linear_schedule(1.0, 0.0, num_grad_steps)))
+    return Optimizer(direction, clip)
 
 
-def init_opt_state(optimizer: optax.GradientTransformation, params):
+def initial_hparams(config) -> dict[str, jax.Array]:
+    """The learner state's hyperparameters: the config's SWEEPABLE fields as float32
+    scalars (a sweep sets each run's own, `trainer.train(points=...)`)."""
+    return {key: jnp.float32(getattr(config, key)) for key in config.SWEEPABLE}
+
+
+def init_opt_state(optimizer: Optimizer, params):
     """The optimizer state for `params` as one flat vector (the layout `sgd` updates)."""
     return optimizer.init(ravel_pytree(params)[0])
 
@@ -123,11 +152,12 @@ def standardize_minibatches(x, axis_name: str | None):
     return (x - mean) / (std + 1e-8)
 
 
-def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches,
+def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches, hp,
         axis_name: str | None = None):
     """num_epochs passes over `minibatches(epoch_key)` (a pytree stacked [M, ...]).
 
-    loss_fn(params, minibatch) -> (loss, metrics). Returns (params, opt_state, metrics
+    loss_fn(params, minibatch) -> (loss, metrics); `hp` the config bound to the run's
+    hyperparameters (`Optimizer.update`). Returns (params, opt_state, metrics
     averaged over all steps, with "grad_norm" added). The parameters travel through
     the loop as one flat vector: the optimizer then runs as a handful of fused ops
     instead of several per parameter leaf (2x faster on CPU).
@@ -139,7 +169,7 @@ def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches
 
     def sgd_step(carry, mb):
         flat, opt_state, metrics, _ = flat_grad_step(
-            lambda p, b: loss_fn(unravel(p), b), optimizer, *carry, mb, axis_name)
+            lambda p, b: loss_fn(unravel(p), b), optimizer, *carry, mb, hp, axis_name)
         return (flat, opt_state), metrics
 
     def epoch(carry, epoch_key):
@@ -150,7 +180,8 @@ def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches
     return unravel(flat), opt_state, jax.tree.map(jnp.mean, metrics)
 
 
-def flat_grad_step(loss_fn, optimizer, flat, opt_state, batch, axis_name: str | None = None):
+def flat_grad_step(loss_fn, optimizer: Optimizer, flat, opt_state, batch, hp,
+                   axis_name: str | None = None):
     """One optimizer step on a flat parameter vector: (flat, opt_state, metrics, aux).
 
     loss_fn(flat, batch) -> (loss, metrics) or (loss, (metrics, aux)), a mean over this
@@ -171,6 +202,6 @@ def flat_grad_step(loss_fn, optimizer, flat, opt_state, batch, axis_name: str | 
     if axis_name is not None:
         packed, unpack = ravel_pytree((grads, metrics))
         grads, metrics = unpack(jax.lax.pmean(packed, axis_name))
-    updates, opt_state = optimizer.update(grads, opt_state, flat)
+    updates, opt_state = optimizer.update(grads, opt_state, flat, hp)
     metrics["grad_norm"] = jnp.sqrt(jnp.sum(jnp.square(grads)))
     return flat + updates, opt_state, metrics, aux

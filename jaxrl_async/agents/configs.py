@@ -8,13 +8,18 @@ module of its own, and one line in AGENTS.
 Each config checks its own ranges in `__post_init__` (a one-line ConfigError naming
 the key); `check(config)` adds checks that need the other sections. `DATA = "replay"`
 marks an off-policy agent, whose config is then also checked against `replay`.
+
+`SWEEPABLE` names the numeric fields the agent reads as traced values of its learner state
+(`hparams`), so that one compiled program trains runs that differ in them (sweeps,
+`jaxrl_async.sweep`); every other field shapes the program and is compiled in.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from jaxrl_async.errors import ConfigError, require
 
@@ -96,6 +101,10 @@ def memoryless_only(need, config, algo: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig(TorsoFields):
+    SWEEPABLE: ClassVar[tuple[str, ...]] = (
+        "learning_rate", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef",
+        "max_grad_norm", "reward_scale")
+
     name: str = "ppo"
     learning_rate: float = 2.5e-4
     anneal_lr: bool = True
@@ -117,7 +126,7 @@ class PPOConfig(TorsoFields):
     def __post_init__(self):
         need = field_checks(self)
 
-        need(self.learning_rate > 0, "learning_rate", "> 0")
+        need(self.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
         need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
         need(0 <= self.gae_lambda <= 1, "gae_lambda", "in [0, 1]")
         need(self.clip_eps > 0, "clip_eps", "> 0")
@@ -143,6 +152,10 @@ class PPOConfig(TorsoFields):
 
 @dataclasses.dataclass(frozen=True)
 class IMPALAConfig(TorsoFields):
+    SWEEPABLE: ClassVar[tuple[str, ...]] = (
+        "learning_rate", "gamma", "vtrace_lambda", "clip_rho_threshold",
+        "clip_pg_rho_threshold", "baseline_coef", "ent_coef", "reward_scale", "max_grad_norm")
+
     name: str = "impala"
     learning_rate: float = 1e-3
     anneal_lr: bool = True
@@ -168,7 +181,7 @@ class IMPALAConfig(TorsoFields):
     def __post_init__(self):
         need = field_checks(self)
 
-        need(self.learning_rate > 0, "learning_rate", "> 0")
+        need(self.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
         need(self.optimizer in IMPALA_OPTIMIZERS, "optimizer",
              f"one of {list(IMPALA_OPTIMIZERS)}")
         need(self.optimizer_eps > 0, "optimizer_eps", "> 0")
@@ -191,7 +204,7 @@ class IMPALAConfig(TorsoFields):
 
 def check_dqn_fields(need, config) -> None:
     """The checks of DQNConfig's fields, which R2D2Config inherits (memory aside)."""
-    need(config.learning_rate > 0, "learning_rate", "> 0")
+    need(config.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
     need(config.adam_eps > 0, "adam_eps", "> 0")
     need(config.max_grad_norm > 0, "max_grad_norm", "> 0")
     need(0 <= config.gamma <= 1, "gamma", "in [0, 1]")
@@ -210,6 +223,9 @@ def check_dqn_fields(need, config) -> None:
 @dataclasses.dataclass(frozen=True)
 class DQNConfig(TorsoFields):
     DATA: ClassVar[str] = "replay"
+    # gamma and n_step shape what the replay stores; the epsilons are the actor's
+    SWEEPABLE: ClassVar[tuple[str, ...]] = (
+        "learning_rate", "max_grad_norm", "huber_delta", "tau")
 
     name: str = "dqn"
     learning_rate: float = 2.5e-4
@@ -251,6 +267,10 @@ class R2D2Config(DQNConfig):
     they mean for dqn, with defaults of their own; the replay holds sequences of
     `sequence_length` steps overlapping by `sequence_overlap` (replay.capacity counts
     sequences), of which the first `burn_in` only warm up the carry."""
+
+    SWEEPABLE: ClassVar[tuple[str, ...]] = (
+        "learning_rate", "max_grad_norm", "huber_delta", "tau", "priority_eta",
+        "rescale_eps")
 
     name: str = "r2d2"
     learning_rate: float = 1e-3
@@ -298,6 +318,9 @@ class R2D2Config(DQNConfig):
 @dataclasses.dataclass(frozen=True)
 class SACConfig(TorsoFields):
     DATA: ClassVar[str] = "replay"
+    # max_grad_norm is not: 0 compiles no clipping at all
+    SWEEPABLE: ClassVar[tuple[str, ...]] = (
+        "learning_rate", "tau", "reward_scale", "target_entropy")
 
     name: str = "sac"
     learning_rate: float = 3e-4
@@ -316,7 +339,7 @@ class SACConfig(TorsoFields):
     def __post_init__(self):
         need = field_checks(self)
 
-        need(self.learning_rate > 0, "learning_rate", "> 0")
+        need(self.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
         need(self.adam_eps > 0, "adam_eps", "> 0")
         need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
         need(self.n_step >= 1, "n_step", ">= 1")
@@ -328,6 +351,16 @@ class SACConfig(TorsoFields):
              "target_entropy", "a finite number or null (-action_dim)")
         need(self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: no clipping)")
         memoryless_only(need, self, "sac")
+
+
+def bind(config, hparams: dict[str, Any]):
+    """`config` with its SWEEPABLE fields set to `hparams` (traced values of the learner
+    state), for an agent's learn step to read as it reads any field. No checks run: the
+    values are tracers, checked as numbers when the run or sweep was configured."""
+    bound = copy.copy(config)
+    for key, value in hparams.items():
+        object.__setattr__(bound, key, value)
+    return bound
 
 
 # agent.name -> (its config class, "module:factory" imported when a run builds it)

@@ -20,8 +20,8 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async.agents.common import flat_grad_step, make_optimizer
-from jaxrl_async.agents.configs import DQNConfig
+from jaxrl_async.agents.common import flat_grad_step, initial_hparams, make_optimizer
+from jaxrl_async.agents.configs import DQNConfig, bind
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import QNetwork, action_mask
@@ -34,6 +34,7 @@ class DQNState:
     target_params: dict
     opt_state: optax.OptState  # over the online parameters as one flat vector
     steps: jax.Array  # int32 learner updates so far
+    hparams: dict  # the SWEEPABLE fields as traced scalars (common.initial_hparams)
 
 
 def epsilons(config: DQNConfig, env_steps, env_index, num_envs: int):
@@ -87,14 +88,15 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
         raise ConfigError("agent.name=dqn needs a discrete action space; use sac for "
                           "continuous actions")
     net = QNetwork(ctx.spec.num_actions, config.torso_spec(), config.dueling)
-    optimizer = make_optimizer("adam", config.learning_rate, config.anneal_lr,
+    optimizer = make_optimizer("adam", config.anneal_lr,
                                max(1, ctx.num_updates * config.updates_per_tick),
-                               config.max_grad_norm, config.adam_eps)
+                               config.adam_eps)
     action_dtype = ctx.spec.action_dtype
 
     def init(key):
         params = net.init(key, obs_zeros(ctx.spec))
-        return DQNState(params, params, optimizer.init(ravel_pytree(params)[0]), jnp.int32(0))
+        return DQNState(params, params, optimizer.init(ravel_pytree(params)[0]), jnp.int32(0),
+                        initial_hparams(config))
 
     def greedy(params, obs):
         return jnp.argmax(net.apply(params, obs), axis=-1).astype(action_dtype)
@@ -107,6 +109,7 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
 
     def learn(state: DQNState, sample, key):
         del key  # the sample carries all randomness
+        hp = bind(config, state.hparams)
         items = sample.items
         flat, unravel = ravel_pytree(state.params)
         # The bootstrap side needs no gradient: evaluated apart from the loss, the backward
@@ -123,7 +126,7 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
                 next_q_online, next_q_target, items.reward, items.discount, config.double))
             td = target - q_taken
             if config.loss == "huber":
-                per_item = optax.huber_loss(td, delta=config.huber_delta)
+                per_item = optax.huber_loss(td, delta=hp.huber_delta)
             else:
                 per_item = 0.5 * jnp.square(td)
             loss = jnp.mean(sample.weights * per_item)
@@ -132,10 +135,11 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
             return loss, (metrics, jnp.abs(td))
 
         flat, opt_state, metrics, td_abs = flat_grad_step(
-            loss_fn, optimizer, flat, state.opt_state, None, ctx.axis_name)
+            loss_fn, optimizer, flat, state.opt_state, None, hp, ctx.axis_name)
         params, steps = unravel(flat), state.steps + 1
-        target_params = move_target(config, params, state.target_params, steps)
-        return DQNState(params, target_params, opt_state, steps), metrics, td_abs
+        target_params = move_target(hp, params, state.target_params, steps)
+        return (DQNState(params, target_params, opt_state, steps, state.hparams), metrics,
+                td_abs)
 
     return Agent(init=init, act=act, learn=learn, data="replay",
                  replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),

@@ -22,10 +22,11 @@ from jaxrl_async.agents.common import (
     env_group_minibatches,
     fold_truncation,
     init_opt_state,
+    initial_hparams,
     make_optimizer,
     sgd,
 )
-from jaxrl_async.agents.configs import IMPALAConfig
+from jaxrl_async.agents.configs import IMPALAConfig, bind
 from jaxrl_async.returns import vtrace
 from jaxrl_async.types import Agent, BuildContext
 
@@ -35,33 +36,33 @@ __all__ = ["env_group_minibatches", "make_impala"]
 def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
     net = make_actor_critic(ctx.spec, config.torso_spec(), "impala", config.memory_spec())
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
-    optimizer = make_optimizer(config.optimizer, config.learning_rate, config.anneal_lr,
-                               num_grad_steps, config.max_grad_norm, config.optimizer_eps,
-                               config.adam_b1)
+    optimizer = make_optimizer(config.optimizer, config.anneal_lr, num_grad_steps,
+                               config.optimizer_eps, config.adam_b1)
 
     def init(key):
         params = net.init(key)
-        return ActorCriticState(params, init_opt_state(optimizer, params))
+        return ActorCriticState(params, init_opt_state(optimizer, params), initial_hparams(config))
 
-    def loss_fn(params, mb):
-        """mb: whole rollouts of some envs, time-major [T, b, ...]."""
+    def loss_fn(params, mb, hp):
+        """mb: whole rollouts of some envs, time-major [T, b, ...]; `hp`: the config bound to the
+        run's hyperparameters (`configs.bind`)."""
         scored = net.evaluate(params, mb, next_value=True)
         values, next_values, log_prob = scored.value, scored.next_value, scored.log_prob
         log_rhos = jax.lax.stop_gradient(log_prob) - mb["log_prob"]
         rewards, discounts = fold_truncation(mb["reward"], next_values, mb["terminated"],
-                                             mb["truncated"], config.gamma)
+                                             mb["truncated"], hp.gamma)
         targets = vtrace(jax.lax.stop_gradient(values), next_values[-1], rewards, discounts,
-                         log_rhos, lambda_=config.vtrace_lambda,
-                         clip_rho_threshold=config.clip_rho_threshold,
-                         clip_pg_rho_threshold=config.clip_pg_rho_threshold)
+                         log_rhos, lambda_=hp.vtrace_lambda,
+                         clip_rho_threshold=hp.clip_rho_threshold,
+                         clip_pg_rho_threshold=hp.clip_pg_rho_threshold)
         pg_loss = -jnp.mean(targets.pg_advantages * log_prob)
         value_loss = 0.5 * jnp.mean(jnp.square(targets.vs - values))
         entropy = jnp.mean(scored.entropy)
-        total = pg_loss + config.baseline_coef * value_loss - config.ent_coef * entropy
+        total = pg_loss + hp.baseline_coef * value_loss - hp.ent_coef * entropy
         rhos = jnp.exp(log_rhos)
         # On-policy the recomputed log-probabilities differ from the actor's in the last
         # bits; the tolerance keeps that noise out of the clip fraction.
-        clipped = rhos > config.clip_rho_threshold * (1 + 1e-4)
+        clipped = rhos > hp.clip_rho_threshold * (1 + 1e-4)
         metrics = {
             "loss": total, "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
             "rho_mean": jnp.mean(rhos), "rho_clip_frac": jnp.mean(clipped.astype(jnp.float32)),
@@ -73,16 +74,18 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
 
     def learn(state: ActorCriticState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
+        hp = bind(config, state.hparams)
         data = {"obs": traj.obs, "next_obs": traj.next_obs, "action": net.scored_action(traj),
                 "log_prob": traj.extras["log_prob"],
-                "reward": config.reward_scale * traj.reward.astype(jnp.float32),
+                "reward": hp.reward_scale * traj.reward.astype(jnp.float32),
                 "terminated": traj.terminated, "truncated": traj.truncated,
                 **net.sequence_inputs(traj)}
         params, opt_state, metrics = sgd(
-            loss_fn, optimizer, state.params, state.opt_state, key, config.num_epochs,
+            lambda p, mb: loss_fn(p, mb, hp), optimizer, state.params, state.opt_state, key,
+            config.num_epochs,
             lambda epoch_key: env_group_minibatches(epoch_key, data, config.num_minibatches),
-            ctx.axis_name)
-        return ActorCriticState(params, opt_state), metrics
+            hp, ctx.axis_name)
+        return ActorCriticState(params, opt_state, state.hparams), metrics
 
     return Agent(init=init, act=net.act, learn=learn, data="trajectory",
                  greedy=net.greedy, init_carry=net.init_carry)

@@ -21,11 +21,12 @@ from jaxrl_async.agents.common import (
     env_minibatches,
     fold_truncation,
     init_opt_state,
+    initial_hparams,
     make_optimizer,
     sgd,
     standardize_minibatches,
 )
-from jaxrl_async.agents.configs import PPOConfig
+from jaxrl_async.agents.configs import PPOConfig, bind
 from jaxrl_async.returns import gae
 from jaxrl_async.types import Agent, BuildContext
 
@@ -33,33 +34,33 @@ from jaxrl_async.types import Agent, BuildContext
 def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
     net = make_actor_critic(ctx.spec, config.torso_spec(), "ppo", config.memory_spec())
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
-    optimizer = make_optimizer("adam", config.learning_rate, config.anneal_lr, num_grad_steps,
-                               config.max_grad_norm, config.adam_eps)
+    optimizer = make_optimizer("adam", config.anneal_lr, num_grad_steps, config.adam_eps)
 
     def init(key):
         params = net.init(key)
-        return ActorCriticState(params, init_opt_state(optimizer, params))
+        return ActorCriticState(params, init_opt_state(optimizer, params), initial_hparams(config))
 
-    def loss_fn(params, mb):
+    def loss_fn(params, mb, hp):
+        """`hp`: the config bound to the run's hyperparameters (`configs.bind`)."""
         scored = net.evaluate(params, mb)
         log_ratio = scored.log_prob - mb["log_prob"]
         ratio = jnp.exp(log_ratio)
         adv = mb["advantage"]  # standardised per minibatch already (`minibatches`)
-        clipped = jnp.clip(ratio, 1 - config.clip_eps, 1 + config.clip_eps)
+        clipped = jnp.clip(ratio, 1 - hp.clip_eps, 1 + hp.clip_eps)
         pg_loss = -jnp.mean(jnp.minimum(ratio * adv, clipped * adv))
         value = scored.value
         value_err = jnp.square(value - mb["target"])
-        if config.clip_value:
+        if hp.clip_value:
             value_clipped = mb["value"] + jnp.clip(value - mb["value"],
-                                                   -config.clip_eps, config.clip_eps)
+                                                   -hp.clip_eps, hp.clip_eps)
             value_err = jnp.maximum(value_err, jnp.square(value_clipped - mb["target"]))
         value_loss = 0.5 * jnp.mean(value_err)
         entropy = jnp.mean(scored.entropy)
-        total = pg_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+        total = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
         metrics = {
             "loss": total, "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
             "approx_kl": jnp.mean((ratio - 1) - log_ratio),
-            "clip_frac": jnp.mean((jnp.abs(ratio - 1) > config.clip_eps).astype(jnp.float32)),
+            "clip_frac": jnp.mean((jnp.abs(ratio - 1) > hp.clip_eps).astype(jnp.float32)),
         }
         return total, metrics
 
@@ -78,10 +79,11 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
     def targets(state: ActorCriticState, traj):
         """The learner's batch: the trajectory [T, B, ...] with the critic's values, GAE
         advantages and value targets, all before the first gradient step."""
+        hp = bind(config, state.hparams)
         values, next_values = net.values(state.params, traj)
         advantages = advantages_with_truncation(
-            values, next_values, config.reward_scale * traj.reward.astype(jnp.float32),
-            traj.terminated, traj.truncated, config.gamma, config.gae_lambda)
+            values, next_values, hp.reward_scale * traj.reward.astype(jnp.float32),
+            traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
         return {"obs": traj.obs, "action": net.scored_action(traj),
                 "log_prob": traj.extras["log_prob"], "advantage": advantages,
                 "target": advantages + values, "value": values, **net.sequence_inputs(traj)}
@@ -89,10 +91,12 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
     def learn(state: ActorCriticState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
         data = targets(state, traj)
-        params, opt_state, metrics = sgd(loss_fn, optimizer, state.params, state.opt_state,
-                                         key, config.num_epochs, minibatches(data),
+        hp = bind(config, state.hparams)
+        params, opt_state, metrics = sgd(lambda p, mb: loss_fn(p, mb, hp), optimizer,
+                                         state.params, state.opt_state, key,
+                                         config.num_epochs, minibatches(data), hp,
                                          ctx.axis_name)
-        return ActorCriticState(params, opt_state), metrics
+        return ActorCriticState(params, opt_state, state.hparams), metrics
 
     return Agent(init=init, act=net.act, learn=learn, data="trajectory",
                  greedy=net.greedy, init_carry=net.init_carry, targets=targets)

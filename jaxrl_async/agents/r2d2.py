@@ -36,8 +36,8 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async.agents.common import flat_grad_step, make_optimizer
-from jaxrl_async.agents.configs import R2D2Config
+from jaxrl_async.agents.common import flat_grad_step, initial_hparams, make_optimizer
+from jaxrl_async.agents.configs import R2D2Config, bind
 from jaxrl_async.agents.dqn import (DQNState, epsilon_greedy, epsilons, legal_actions,
                                     move_target, td_targets)
 from jaxrl_async.envs.spec import obs_zeros
@@ -188,9 +188,9 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
     memory = config.memory_spec()
     num_actions = ctx.spec.num_actions
     net = RecurrentQNetwork(config.torso_spec(), memory, num_actions, config.dueling)
-    optimizer = make_optimizer("adam", config.learning_rate, config.anneal_lr,
+    optimizer = make_optimizer("adam", config.anneal_lr,
                                max(1, ctx.num_updates * config.updates_per_tick),
-                               config.max_grad_norm, config.adam_eps)
+                               config.adam_eps)
     action_dtype = ctx.spec.action_dtype
 
     def init_carry(batch: int):
@@ -198,7 +198,8 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
 
     def init(key):
         params = net.init(key, init_carry(1), obs_zeros(ctx.spec))
-        return DQNState(params, params, optimizer.init(ravel_pytree(params)[0]), jnp.int32(0))
+        return DQNState(params, params, optimizer.init(ravel_pytree(params)[0]), jnp.int32(0),
+                        initial_hparams(config))
 
     def core(params, carry, obs, episode_start):
         carry = reset_carry(carry, episode_start)
@@ -217,18 +218,20 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
 
     def learn(state: DQNState, sample, key):
         del key  # the sample carries all randomness
+        hp = bind(config, state.hparams)
         seq = time_major(sample.items)
         flat, unravel = ravel_pytree(state.params)
 
         def loss_fn(flat, _):
-            return sequence_loss(net, config, unravel(flat), state.target_params, seq,
+            return sequence_loss(net, hp, unravel(flat), state.target_params, seq,
                                  sample.weights)
 
         flat, opt_state, metrics, priorities = flat_grad_step(
-            loss_fn, optimizer, flat, state.opt_state, None, ctx.axis_name)
+            loss_fn, optimizer, flat, state.opt_state, None, hp, ctx.axis_name)
         params, steps = unravel(flat), state.steps + 1
-        target_params = move_target(config, params, state.target_params, steps)
-        return DQNState(params, target_params, opt_state, steps), metrics, priorities
+        target_params = move_target(hp, params, state.target_params, steps)
+        return (DQNState(params, target_params, opt_state, steps, state.hparams), metrics,
+                priorities)
 
     use = ReplayUse(config.n_step, config.gamma, config.updates_per_tick,
                     config.sequence_length, config.sequence_overlap)

@@ -26,6 +26,8 @@ the same learning rate (unless max_grad_norm clips the joint norm).
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,8 +36,8 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_async import distributions as D
-from jaxrl_async.agents.common import flat_grad_step
-from jaxrl_async.agents.configs import SACConfig
+from jaxrl_async.agents.common import flat_grad_step, initial_hparams, make_optimizer
+from jaxrl_async.agents.configs import SACConfig, bind
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import QEnsemble, SquashedGaussianPolicy
@@ -53,6 +55,7 @@ class SACState:
     target_critic: dict  # their Polyak average
     log_alpha: jax.Array  # float32 [] log of the entropy temperature
     opt_state: optax.OptState  # over ravel_pytree({"actor", "critic", "log_alpha"})
+    hparams: dict  # the SWEEPABLE fields as traced scalars (common.initial_hparams)
 
 
 def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
@@ -69,13 +72,12 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
                           f"with low < high (got low={low.tolist()}, high={high.tolist()})")
     action_dim = spec.action_shape[0]
     center, half = jnp.asarray((high + low) / 2), jnp.asarray((high - low) / 2)
-    target_entropy = (-float(action_dim) if config.target_entropy is None
-                      else float(config.target_entropy))
+    if config.target_entropy is None:  # resolved here, so that the state holds a number
+        config = dataclasses.replace(config, target_entropy=-float(action_dim))
     actor = SquashedGaussianPolicy(action_dim, config.torso_spec())
     critic = QEnsemble(NUM_CRITICS, config.torso_spec())
-    optimizer = optax.adam(config.learning_rate, eps=config.adam_eps)
-    if config.max_grad_norm > 0:
-        optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
+    optimizer = make_optimizer("adam", False, 1, config.adam_eps,
+                               clip=config.max_grad_norm > 0)
 
     def trainable(state):
         return {"actor": state.params, "critic": state.critic, "log_alpha": state.log_alpha}
@@ -86,7 +88,8 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
         critic_params = critic.init(critic_key, obs, jnp.zeros((1, action_dim), jnp.float32))
         state = SACState(params=actor.init(actor_key, obs), critic=critic_params,
                          target_critic=critic_params,
-                         log_alpha=jnp.float32(np.log(config.init_alpha)), opt_state=None)
+                         log_alpha=jnp.float32(np.log(config.init_alpha)), opt_state=None,
+                         hparams=initial_hparams(config))
         return state.replace(opt_state=optimizer.init(ravel_pytree(trainable(state))[0]))
 
     def to_env(squashed):
@@ -103,6 +106,7 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
 
     def learn(state: SACState, sample, key):
         """sample: replay Sample of [b] NStepTransition items (this device's slice)."""
+        hp = bind(config, state.hparams)
         items = sample.items
         b = items.reward.shape[0]
         # Per-sample keys from the sample's global position: the same draws however
@@ -122,12 +126,12 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
         flat, unravel = ravel_pytree(trainable(state))
         flat, opt_state, metrics, priorities = flat_grad_step(
             lambda f, mb: sac_loss(unravel(f), state.target_critic, mb, actor, critic,
-                                   config.reward_scale, target_entropy), optimizer, flat,
-            state.opt_state, batch, ctx.axis_name)
+                                   hp.reward_scale, hp.target_entropy), optimizer, flat,
+            state.opt_state, batch, hp, ctx.axis_name)
         p = unravel(flat)
-        target_critic = optax.incremental_update(p["critic"], state.target_critic, config.tau)
+        target_critic = optax.incremental_update(p["critic"], state.target_critic, hp.tau)
         state = SACState(params=p["actor"], critic=p["critic"], target_critic=target_critic,
-                         log_alpha=p["log_alpha"], opt_state=opt_state)
+                         log_alpha=p["log_alpha"], opt_state=opt_state, hparams=state.hparams)
         return state, metrics, priorities
 
     return Agent(init=init, act=act, learn=learn, data="replay",

@@ -1,0 +1,332 @@
+"""Sweeps: a grid of hyperparameters x seeds, trained with one compiled program per shape.
+
+`sweep(config, grid)` trains every combination of the grid's values, `train.num_seeds`
+seeds each. The agent's SWEEPABLE fields (learning rate, entropy cost, gamma, ...) are
+traced values of its learner state, so every combination of them shares one program: the
+points and their seeds are vmapped side by side as the runs of one RunGroup. Every other
+key (network sizes, env count, algorithm settings that shape arrays) is structural: each
+combination of those is a group of its own, compiled and trained one after another.
+
+    SWEEP_DIR/sweep.yaml        the base config and the grid (what a resume reads)
+    SWEEP_DIR/sweep.json        per point: overrides, final return mean/std/seeds, AUC; best
+    SWEEP_DIR/<point>/          config.yaml, metrics.jsonl, summary.json (and TensorBoard
+                                events) as a single run of that point's seeds writes them
+    SWEEP_DIR/groups/<g>/       each group's own run directory: its checkpoints and the
+                                records of all its runs
+
+A point with S seeds starts from the keys of the single run with those values (seeds
+train.seed .. train.seed + S - 1), so it equals that run up to float rounding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import yaml
+
+from jaxrl_async import rundir
+from jaxrl_async.config import Config, _parse_overrides, with_overrides
+from jaxrl_async.errors import ConfigError, TrainingInterrupted, UserError
+
+# Sections whose keys a sweep may vary (env.num_envs, agent.hidden_sizes, replay.alpha, ...);
+# the others say how a run is kept, not what it trains.
+STRUCTURAL_SECTIONS = ("env", "agent", "pipeline", "replay")
+
+
+@dataclasses.dataclass
+class SweepResult:
+    """What a sweep returns: the table of sweep.json and every point's log records."""
+
+    points: list[dict]  # sweep.json's points (overrides, final_return_*, auc, run_dir)
+    best: int | None  # the index of the point with the highest mean final return
+    records: list[list[dict]]  # per point, its log records (as a single run's metrics)
+    summaries: list[dict]  # per point, its summary.json
+    sweep_dir: Path | None
+
+    def metrics(self, point: int) -> dict[str, np.ndarray]:
+        """Point `point`'s records as arrays, one entry per log point (TrainResult.metrics)."""
+        records = self.records[point]
+        return {k: np.asarray([r.get(k, math.nan) for r in records])
+                for k in (records[0] if records else {})}
+
+
+def sweepable(config: Config) -> list[str]:
+    """The keys (agent.<field>) one program can sweep for this config's agent."""
+    return [f"agent.{name}" for name in type(config.agent).SWEEPABLE]
+
+
+def split_overrides(overrides: Sequence[str], config_for: Callable[[list[str]], Config]):
+    """(plain overrides, grid) from the CLI's `section.key=value` words: a value that is a
+    list on a key that takes one value (`agent.learning_rate=[1e-4,3e-4]`), or a list of
+    lists on a key that takes a list (`agent.hidden_sizes=[[64,64],[256,256]]`), is a
+    grid axis; everything else is a plain override. `config_for(plain)` loads the base."""
+    _parse_overrides(overrides)  # malformed words fail here, one line
+    plain, axes = [], []
+    for item in overrides:
+        key, value = item.split("=", 1)
+        values = yaml.safe_load(value)
+        if isinstance(values, list) and values:
+            axes.append((key, values))
+        else:
+            plain.append(item)
+    base = config_for(plain)
+    grid = {}
+    for key, values in axes:
+        section, _, field = key.partition(".")
+        current = getattr(getattr(base, section, None), field.split(".")[0], None)
+        takes_list = isinstance(current, (list, tuple))
+        if takes_list and not all(isinstance(v, list) for v in values):
+            plain.append(f"{key}={json.dumps(values)}")  # one list value, not a grid
+            continue
+        grid[key] = values
+    return plain, grid
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """One structural combination: its config (num_seeds = all its runs) and its points."""
+
+    index: int
+    config: Config  # the base with this group's structural values (and its first point's)
+    structural: dict[str, Any]
+    points: list[dict[str, Any]]  # the full overrides of each point (structural + numeric)
+    point_configs: list[Config]  # what each point is as a single run
+
+
+def plan(config: Config, grid: dict[str, list]) -> list[Group]:
+    """The groups of a sweep, every point's config checked before anything compiles."""
+    if not grid:
+        raise ConfigError("a sweep needs at least one key with a list of values, e.g. "
+                          "agent.learning_rate=[1e-4,3e-4]")
+    if config.pipeline.placement == "split":
+        raise ConfigError("a sweep needs pipeline.placement=fused (its runs are vmapped "
+                          "inside one program)")
+    if config.eval.every > 0:
+        raise ConfigError("a sweep trains its runs side by side and evaluates none of them: "
+                          "set eval.every=0 (jaxrl-async eval RUN_DIR evaluates afterwards)")
+    if config.distributed.num_processes > 1:
+        raise ConfigError("a sweep runs in one process")
+    names = set(sweepable(config))
+    for key, values in grid.items():
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ConfigError(f"sweep values of {key} must be a non-empty list, got {values!r}")
+        if key.split(".", 1)[0] not in STRUCTURAL_SECTIONS or key == "agent.name":
+            raise ConfigError(
+                f"{key} is not sweepable: a sweep varies keys of "
+                f"{', '.join(STRUCTURAL_SECTIONS)} (agent.name aside; seeds are "
+                f"train.num_seeds per point); in one program: {', '.join(sorted(names))}")
+    numeric = {k: v for k, v in grid.items() if k in names}
+    structural = {k: v for k, v in grid.items() if k not in names}
+    groups = []
+    for s_values in itertools.product(*structural.values()):
+        s_over = dict(zip(structural, s_values))
+        points, configs = [], []
+        for n_values in itertools.product(*numeric.values()):
+            point = {**s_over, **dict(zip(numeric, n_values))}
+            configs.append(with_overrides(config, _words(point)))
+            points.append(point)
+        runs = len(points) * config.train.num_seeds
+        group_config = with_overrides(configs[0], [f"train.num_seeds={runs}"])
+        groups.append(Group(len(groups), group_config, s_over, points, configs))
+    return groups
+
+
+def _words(overrides: dict[str, Any]) -> list[str]:
+    return [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
+
+
+def point_name(index: int, overrides: dict[str, Any]) -> str:
+    """A point's directory: its index, then its values (`003_learning_rate=0.001_...`)."""
+    parts = [f"{k.rsplit('.', 1)[-1]}={_short(v)}" for k, v in overrides.items()]
+    return "_".join([f"{index:03d}", *parts]).replace("/", "-")
+
+
+def _short(value) -> str:
+    if isinstance(value, list):
+        return "x".join(_short(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def auc(records: list[dict]) -> float:
+    """The mean of the return curve over env steps (trapezoid rule over the log points
+    with a finished episode): the area under the curve per env step."""
+    points = [(r["env_steps"], r["episode_return"]) for r in records
+              if r.get("episode_return") is not None and math.isfinite(r["episode_return"])]
+    if not points:
+        return math.nan
+    if len(points) == 1:
+        return float(points[0][1])
+    x, y = np.asarray(points, np.float64).T
+    return float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x)) / (x[-1] - x[0]))
+
+
+def seed_finals(records: list[dict], num_seeds: int) -> list[float]:
+    """Each seed's last finite episode return (NaN where none finished)."""
+    keys = ["episode_return"] if num_seeds == 1 else [f"episode_return/seed{k}"
+                                                      for k in range(num_seeds)]
+    finals = []
+    for key in keys:
+        values = [r[key] for r in records if r.get(key) is not None and math.isfinite(r[key])]
+        finals.append(float(values[-1]) if values else math.nan)
+    return finals
+
+
+def point_summary(overrides: dict, records: list[dict], group_summary: dict, seeds: int,
+                  runs: int) -> dict:
+    """A point's summary.json: its own returns, the group's timings, its share of the SPS."""
+    finals = seed_finals(records, seeds)
+    finite = [f for f in finals if math.isfinite(f)]
+    return {**group_summary, "num_seeds": seeds, "overrides": overrides,
+            "sps": group_summary["sps"] * seeds / runs,
+            "final_return": float(np.mean(finite)) if finite else None,
+            "final_return_seeds": [None if math.isnan(f) else f for f in finals]
+            if seeds > 1 else None}
+
+
+def table_row(overrides: dict, records: list[dict], seeds: int, run_dir: str) -> dict:
+    finals = seed_finals(records, seeds)
+    finite = np.asarray([f for f in finals if math.isfinite(f)])
+    return {"overrides": overrides,
+            "final_return_mean": float(finite.mean()) if finite.size else None,
+            "final_return_std": float(finite.std()) if finite.size else None,
+            "final_return_seeds": [None if math.isnan(f) else f for f in finals],
+            "auc": _none_if_nan(auc(records)), "run_dir": run_dir}
+
+
+def _none_if_nan(x: float):
+    return None if x is None or not math.isfinite(x) else x
+
+
+def best_point(rows: list[dict]) -> int | None:
+    means = [(-math.inf if r["final_return_mean"] is None else r["final_return_mean"], -i)
+             for i, r in enumerate(rows)]
+    return -max(means)[1] if means and max(means)[0] > -math.inf else None
+
+
+def format_table(rows: list[dict], best: int | None) -> str:
+    """The printed table: one line per point, the best marked."""
+    keys = list(rows[0]["overrides"]) if rows else []
+    head = [k.rsplit(".", 1)[-1] for k in keys] + ["final return", "AUC"]
+    body = []
+    for i, r in enumerate(rows):
+        mean, std = r["final_return_mean"], r["final_return_std"]
+        ret = "-" if mean is None else f"{mean:.1f} ± {std:.1f}"
+        area = "-" if r["auc"] is None else f"{r['auc']:.1f}"
+        body.append([_short(r["overrides"][k]) for k in keys] + [ret, area]
+                    + (["<- best"] if i == best else []))
+    widths = [max(len(str(row[c])) for row in [head, *body]) for c in range(len(head))]
+    lines = ["  ".join(str(c).rjust(w) for c, w in zip(head, widths))]
+    lines += ["  ".join(str(c).rjust(w) for c, w in zip(row, widths))
+              + ("  " + row[-1] if len(row) > len(head) else "") for row in body]
+    return "\n".join(lines)
+
+
+def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None = None,
+          env=None, env_params=None, resume: bool = False) -> SweepResult:
+    """Train the grid's points x `config.train.num_seeds` seeds; write to `sweep_dir` if
+    given. `grid` maps keys to lists of values ({"agent.learning_rate": [1e-4, 3e-4]}).
+
+    Every point is checked before anything compiles (a bad value is a ConfigError naming
+    its key). Each structural group trains as one program; a Ctrl-C saves the running
+    group's checkpoint and raises TrainingInterrupted naming the sweep directory, which
+    `resume=True` (`jaxrl-async resume SWEEP_DIR`) continues bit for bit.
+    """
+    from jaxrl_async import trainer
+
+    groups = plan(config, grid)
+    sweep_dir = None if sweep_dir is None else Path(sweep_dir)
+    seeds = config.train.num_seeds
+    if sweep_dir is not None and not resume:
+        if sweep_dir.exists() and any(sweep_dir.iterdir()):
+            raise UserError(f"sweep directory {sweep_dir} exists and is not empty")
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        rundir.write_atomic(sweep_dir / "sweep.yaml", yaml.safe_dump(
+            {"grid": grid, "config": yaml.safe_load(config.to_yaml())}, sort_keys=False))
+    rows, records, summaries = [], [], []
+    first = 0
+    for group in groups:
+        names = [point_name(first + i, p) for i, p in enumerate(group.points)]
+        dirs = [None if sweep_dir is None else sweep_dir / n for n in names]
+        group_dir = None if sweep_dir is None else sweep_dir / "groups" / str(group.index)
+        done = group_dir is not None and (group_dir / "summary.json").is_file()
+        if done:  # finished in an earlier session: read back what it wrote
+            group_summary = json.loads((group_dir / "summary.json").read_text())
+            point_records = [rundir.read_records(d, upto=math.inf) for d in dirs]
+        else:
+            resuming = group_dir is not None and resume and _has_checkpoint(group_dir)
+            if group_dir is not None and not resuming:  # no checkpoint: start over
+                for d, point_config in zip([group_dir, *dirs], [None, *group.point_configs]):
+                    shutil.rmtree(d, ignore_errors=True)
+                    if point_config is not None:
+                        d.mkdir(parents=True)
+                        (d / "config.yaml").write_text(point_config.to_yaml())
+            result = _train_group(trainer, group, dirs, group_dir, seeds, env, env_params,
+                                  resuming, sweep_dir)
+            group_summary, point_records = result.summary, result.point_records
+        for i, (overrides, recs) in enumerate(zip(group.points, point_records)):
+            summary = point_summary(overrides, recs, group_summary, seeds,
+                                    len(group.points) * seeds)
+            if dirs[i] is not None and not done:
+                (dirs[i] / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            rows.append(table_row(overrides, recs, seeds, names[i]))
+            records.append(recs)
+            summaries.append(summary)
+        first += len(group.points)
+    best = best_point(rows)
+    if sweep_dir is not None:
+        rundir.write_atomic(sweep_dir / "sweep.json", json.dumps(
+            {"points": rows, "best": best}, indent=2) + "\n")
+    return SweepResult(rows, best, records, summaries, sweep_dir)
+
+
+def _train_group(trainer, group: Group, dirs, group_dir, seeds: int, env, env_params,
+                 resuming: bool, sweep_dir):
+    numeric = [k for k in group.points[0] if k not in group.structural]
+    runs = len(group.points) * seeds
+    run_group = trainer.RunGroup(
+        seeds=tuple(group.config.train.seed + s for _ in group.points for s in range(seeds)),
+        hparams={} if runs == 1 else {
+            k.split(".", 1)[1]: tuple(float(p[k]) for p in group.points for _ in range(seeds))
+            for k in numeric},
+        points=tuple(trainer.Point(slice(i * seeds, (i + 1) * seeds), d)
+                     for i, d in enumerate(dirs)))
+    try:
+        return trainer.train(group.config, env=env, env_params=env_params, run_dir=group_dir,
+                             resume=resuming, group=run_group)
+    except TrainingInterrupted as e:
+        raise TrainingInterrupted(e.env_steps, sweep_dir if e.run_dir is not None
+                                  else None) from None
+
+
+def _has_checkpoint(group_dir: Path) -> bool:
+    checkpoints = rundir.checkpoint_dir(group_dir)
+    return checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())
+
+
+def resume_sweep(sweep_dir: str | Path, *, env=None, env_params=None) -> SweepResult:
+    """Continue the sweep in `sweep_dir`: finished groups are read back, the interrupted one
+    resumes from its checkpoint, the rest train."""
+    from jaxrl_async.config import load_config
+
+    sweep_dir = Path(sweep_dir)
+    path = sweep_dir / "sweep.yaml"
+    if not path.is_file():
+        raise UserError(f"{sweep_dir} is not a sweep directory (no sweep.yaml)")
+    try:
+        saved = yaml.safe_load(path.read_text())
+        grid, tree = saved["grid"], saved["config"]
+    except (yaml.YAMLError, KeyError, TypeError):
+        raise UserError(f"{path} is not a sweep's sweep.yaml") from None
+    config_path = sweep_dir / "groups" / "base.yaml"
+    config_path.parent.mkdir(exist_ok=True)
+    rundir.write_atomic(config_path, yaml.safe_dump(tree, sort_keys=False))
+    config = dataclasses.replace(load_config(config_path), name=tree.get("name", "custom"))
+    return sweep(config, grid, sweep_dir=sweep_dir, env=env, env_params=env_params,
+                 resume=True)
