@@ -23,9 +23,42 @@ def _train(args) -> int:
     return 0
 
 
+def _sweep(args) -> int:
+    from jaxrl_async.config import load_config
+    from jaxrl_async.sweeps import default_sweep_dir, finish_sweep, split_overrides, sweep
+
+    plain, grid = split_overrides(args.overrides, lambda o: load_config(args.config, o))
+    config = load_config(args.config, plain)
+    sweep_dir = args.sweep_dir or default_sweep_dir(config)
+    finish_sweep(sweep(config, grid, sweep_dir=sweep_dir))
+    return 0
+
+
+def _sweep_epilog() -> str:
+    from jaxrl_async.agents.configs import AGENT_CONFIGS
+
+    lines = [f"  {name}: {', '.join(cls.SWEEPABLE)}" for name, cls in AGENT_CONFIGS.items()]
+    return textwrap.fill(
+        "A list value is a grid axis: agent.learning_rate=[1e-4,3e-4,1e-3], or for a key "
+        "that takes a list, a list of lists: agent.hidden_sizes=[[64,64],[256,256]]. "
+        "train.num_seeds seeds run per point. These agent keys are swept inside one "
+        "compiled program; any other key of env, agent, pipeline or replay compiles one "
+        "program per value, run one after another:") + "\n" + "\n".join(lines)
+
+
 def _resume(args) -> int:
+    from pathlib import Path
+
     from jaxrl_async import distributed
     from jaxrl_async.trainer import resume
+
+    if (Path(args.run_dir) / "sweep.yaml").is_file():
+        from jaxrl_async.sweeps import finish_sweep, resume_sweep
+
+        if args.overrides:
+            raise UserError("a sweep resumes as it was configured (no overrides)")
+        finish_sweep(resume_sweep(args.run_dir))
+        return 0
 
     # `total_steps=N` (as in `jaxrl-async resume RUN_DIR total_steps=N`) is train.total_steps.
     overrides = [f"train.{o}" if o.split("=", 1)[0] == "total_steps" else o
@@ -143,7 +176,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", default=None, help="default: runs/<config>-<timestamp>")
     p.set_defaults(func=_train)
 
-    p = sub.add_parser("resume", help="continue a run from its latest checkpoint")
+    p = sub.add_parser(
+        "sweep", help="train a grid of hyperparameters x seeds, then print the table and "
+                      "plot it", epilog=_sweep_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", nargs="?", default="ppo_cartpole",
+                   help="shipped config name or path to a YAML file")
+    p.add_argument("overrides", nargs="*", metavar="section.key=value|[v1,v2,...]")
+    p.add_argument("--sweep-dir", default=None, help="default: runs/<config>-sweep-<timestamp>")
+    p.set_defaults(func=_sweep)
+
+    p = sub.add_parser("resume", help="continue a run (or a sweep) from its latest checkpoint")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("overrides", nargs="*", metavar="train.total_steps=N",
                    help="extend the run (also train.progress, checkpoint.every/keep)")

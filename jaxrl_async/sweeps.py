@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import yaml
+from omegaconf import OmegaConf
 
 from jaxrl_async import rundir
 from jaxrl_async.config import Config, _parse_overrides, with_overrides
@@ -49,6 +50,9 @@ class SweepResult:
     records: list[list[dict]]  # per point, its log records (as a single run's metrics)
     summaries: list[dict]  # per point, its summary.json
     sweep_dir: Path | None
+    # per group, its final PipelineState, runs stacked on a leading axis in point-major
+    # order (point p's seeds at p * num_seeds ...); None for a group an earlier session ran
+    states: list = dataclasses.field(default_factory=list)
 
     def metrics(self, point: int) -> dict[str, np.ndarray]:
         """Point `point`'s records as arrays, one entry per log point (TrainResult.metrics)."""
@@ -67,11 +71,13 @@ def split_overrides(overrides: Sequence[str], config_for: Callable[[list[str]], 
     list on a key that takes one value (`agent.learning_rate=[1e-4,3e-4]`), or a list of
     lists on a key that takes a list (`agent.hidden_sizes=[[64,64],[256,256]]`), is a
     grid axis; everything else is a plain override. `config_for(plain)` loads the base."""
-    _parse_overrides(overrides)  # malformed words fail here, one line
+    parsed = OmegaConf.to_container(_parse_overrides(overrides))  # malformed: one line
     plain, axes = [], []
     for item in overrides:
-        key, value = item.split("=", 1)
-        values = yaml.safe_load(value)
+        key = item.split("=", 1)[0]
+        values = parsed
+        for part in key.split("."):
+            values = values[part]
         if isinstance(values, list) and values:
             axes.append((key, values))
         else:
@@ -229,9 +235,11 @@ def format_table(rows: list[dict], best: int | None) -> str:
 
 
 def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None = None,
-          env=None, env_params=None, resume: bool = False) -> SweepResult:
+          env=None, env_params=None, callbacks: Sequence[Callable[[dict], None]] = (),
+          resume: bool = False) -> SweepResult:
     """Train the grid's points x `config.train.num_seeds` seeds; write to `sweep_dir` if
     given. `grid` maps keys to lists of values ({"agent.learning_rate": [1e-4, 3e-4]}).
+    `callbacks` get each group's log records (all its runs), as train()'s do.
 
     Every point is checked before anything compiles (a bad value is a ConfigError naming
     its key). Each structural group trains as one program; a Ctrl-C saves the running
@@ -249,7 +257,7 @@ def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None
         sweep_dir.mkdir(parents=True, exist_ok=True)
         rundir.write_atomic(sweep_dir / "sweep.yaml", yaml.safe_dump(
             {"grid": grid, "config": yaml.safe_load(config.to_yaml())}, sort_keys=False))
-    rows, records, summaries = [], [], []
+    rows, records, summaries, states = [], [], [], []
     first = 0
     for group in groups:
         names = [point_name(first + i, p) for i, p in enumerate(group.points)]
@@ -259,6 +267,7 @@ def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None
         if done:  # finished in an earlier session: read back what it wrote
             group_summary = json.loads((group_dir / "summary.json").read_text())
             point_records = [rundir.read_records(d, upto=math.inf) for d in dirs]
+            states.append(None)
         else:
             resuming = group_dir is not None and resume and _has_checkpoint(group_dir)
             if group_dir is not None and not resuming:  # no checkpoint: start over
@@ -268,8 +277,9 @@ def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None
                         d.mkdir(parents=True)
                         (d / "config.yaml").write_text(point_config.to_yaml())
             result = _train_group(trainer, group, dirs, group_dir, seeds, env, env_params,
-                                  resuming, sweep_dir)
+                                  callbacks, resuming, sweep_dir)
             group_summary, point_records = result.summary, result.point_records
+            states.append(result.state)
         for i, (overrides, recs) in enumerate(zip(group.points, point_records)):
             summary = point_summary(overrides, recs, group_summary, seeds,
                                     len(group.points) * seeds)
@@ -283,11 +293,11 @@ def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None
     if sweep_dir is not None:
         rundir.write_atomic(sweep_dir / "sweep.json", json.dumps(
             {"points": rows, "best": best}, indent=2) + "\n")
-    return SweepResult(rows, best, records, summaries, sweep_dir)
+    return SweepResult(rows, best, records, summaries, sweep_dir, states)
 
 
 def _train_group(trainer, group: Group, dirs, group_dir, seeds: int, env, env_params,
-                 resuming: bool, sweep_dir):
+                 callbacks, resuming: bool, sweep_dir):
     numeric = [k for k in group.points[0] if k not in group.structural]
     runs = len(group.points) * seeds
     run_group = trainer.RunGroup(
@@ -299,10 +309,25 @@ def _train_group(trainer, group: Group, dirs, group_dir, seeds: int, env, env_pa
                      for i, d in enumerate(dirs)))
     try:
         return trainer.train(group.config, env=env, env_params=env_params, run_dir=group_dir,
-                             resume=resuming, group=run_group)
+                             callbacks=callbacks, resume=resuming, group=run_group)
     except TrainingInterrupted as e:
         raise TrainingInterrupted(e.env_steps, sweep_dir if e.run_dir is not None
                                   else None) from None
+
+
+def default_sweep_dir(config: Config, root: str | Path = "runs") -> Path:
+    from jaxrl_async.trainer import default_run_dir
+
+    return default_run_dir(dataclasses.replace(config, name=f"{config.name}-sweep"), root)
+
+
+def finish_sweep(result: SweepResult) -> None:
+    """What the CLI shows at a sweep's end: the table, and where its files and plot are."""
+    print(format_table(result.points, result.best), flush=True)
+    if result.sweep_dir is not None:
+        from jaxrl_async.plot import plot_sweep
+
+        print(f"{result.sweep_dir / 'sweep.json'}\n{plot_sweep(result.sweep_dir)}", flush=True)
 
 
 def _has_checkpoint(group_dir: Path) -> bool:
@@ -310,7 +335,8 @@ def _has_checkpoint(group_dir: Path) -> bool:
     return checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())
 
 
-def resume_sweep(sweep_dir: str | Path, *, env=None, env_params=None) -> SweepResult:
+def resume_sweep(sweep_dir: str | Path, *, env=None, env_params=None,
+                 callbacks: Sequence[Callable[[dict], None]] = ()) -> SweepResult:
     """Continue the sweep in `sweep_dir`: finished groups are read back, the interrupted one
     resumes from its checkpoint, the rest train."""
     from jaxrl_async.config import load_config
@@ -329,4 +355,4 @@ def resume_sweep(sweep_dir: str | Path, *, env=None, env_params=None) -> SweepRe
     rundir.write_atomic(config_path, yaml.safe_dump(tree, sort_keys=False))
     config = dataclasses.replace(load_config(config_path), name=tree.get("name", "custom"))
     return sweep(config, grid, sweep_dir=sweep_dir, env=env, env_params=env_params,
-                 resume=True)
+                 callbacks=callbacks, resume=True)
