@@ -96,6 +96,12 @@ SCRIPT = textwrap.dedent("""
             if lag == 1 and devices == 1:
                 keep("ppo/1/fused/", result)
     keep("ppo/1/split/", train("ppo_cartpole", PPO + SPLIT + ["pipeline.lag=1"]))
+    # A sweep on 2 devices: its runs share the mesh; point 0 is the "0/2" run above.
+    base = jaxrl_async.load_config("ppo_cartpole", PPO + ["pipeline.devices=2"])
+    swept = jaxrl_async.sweep(base, {"agent.learning_rate": [base.agent.learning_rate, 0.0]})
+    out["sweep/2"] = {
+        "params": flat(jax.tree.map(lambda x: x[0], swept.states[0].learner.params)),
+        "loss": swept.metrics(0)["loss"].tolist(), "devices": swept.summaries[0]["devices"]}
     for lag in (1,):  # IMPALA too: its minibatches are env groups, its targets V-trace
         for devices in (1, 2):
             result = train("impala_cartpole", [
@@ -165,6 +171,13 @@ def runs(ran):
 @pytest.fixture(scope="module")
 def states(ran):
     return ran[1]
+
+
+def test_a_sweep_on_two_devices_equals_its_single_run(runs):
+    swept, single = runs["sweep/2"], runs["0/2"]
+    assert len(swept["devices"]) == 2
+    np.testing.assert_allclose(swept["params"], single["params"], atol=1e-5)
+    np.testing.assert_allclose(swept["loss"], single["loss"], rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("lag, devices", [(0, 2), (0, 4), (1, 2)])

@@ -47,23 +47,29 @@ def fold_truncation(rewards, next_values, terminated, truncated, gamma):
 
 
 class Optimizer(NamedTuple):
-    """An optax direction at unit learning rate, scaled at each step by the run's learning
-    rate after clipping the gradient's global norm: both are hyperparameters of the learner
-    state (traced), so runs with other values share one program."""
+    """An optax direction (Adam's or RMSProp's, at unit rate) scaled at each step by the
+    run's learning rate, after clipping the gradient's global norm: both are
+    hyperparameters of the learner state (traced), so runs with other values share one
+    program. Rounds exactly as optax.adam / optax.rmsprop with the same (annealed) rate."""
 
     direction: optax.GradientTransformation
+    anneal_steps: int = 0  # > 0: the rate falls linearly to 0 over this many steps
     clip: bool = True
 
     def init(self, flat):
-        return self.direction.init(flat)
+        return self.direction.init(flat), jnp.zeros([], jnp.int32)  # (its state, steps)
 
     def update(self, grads, opt_state, flat, hp):
         """(updates, opt_state) for `hp`, a config bound to the run's hyperparameters
         (`configs.bind`): its learning_rate and max_grad_norm."""
+        state, count = opt_state
         if self.clip:
             grads, _ = optax.clip_by_global_norm(hp.max_grad_norm).update(grads, None)
-        direction, opt_state = self.direction.update(grads, opt_state, flat)
-        return -hp.learning_rate * direction, opt_state
+        direction, state = self.direction.update(grads, state, flat)
+        rate = hp.learning_rate
+        if self.anneal_steps:
+            rate = optax.linear_schedule(rate, 0.0, self.anneal_steps)(count)
+        return -rate * direction, (state, optax.safe_int32_increment(count))
 
 
 def make_optimizer(name: str, anneal: bool, num_grad_steps: int, eps: float,
@@ -76,10 +82,7 @@ def make_optimizer(name: str, anneal: bool, num_grad_steps: int, eps: float,
         direction = optax.scale_by_rms(decay=0.99, eps=eps)
     else:
         raise ConfigError(f"unknown optimizer {name!r} (available: adam, rmsprop)")
-    if anneal:
-        direction = optax.chain(
-            direction, optax.scale_by_schedule(optax.linear_schedule(1.0, 0.0, num_grad_steps)))
-    return Optimizer(direction, clip)
+    return Optimizer(direction, num_grad_steps if anneal else 0, clip)
 
 
 def initial_hparams(config) -> dict[str, jax.Array]:
