@@ -17,6 +17,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_async.initializers import orthogonal
+
 
 class MemorySpec(NamedTuple):
     """The recurrent cell after the torso: `cell` one of CELLS, `size` its units."""
@@ -30,7 +32,7 @@ def _blockwise_orthogonal(blocks: int):
     def init(key, shape, dtype=jnp.float32):
         keys = jax.random.split(key, blocks)
         square = (shape[0], shape[0])
-        return jnp.concatenate([nn.initializers.orthogonal()(k, square, dtype) for k in keys],
+        return jnp.concatenate([orthogonal()(k, square, dtype) for k in keys],
                                axis=-1)
     return init
 

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.cells import CELLS, MemorySpec
+from jaxrl_async.initializers import orthogonal
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
 
@@ -29,7 +30,7 @@ class TorsoSpec(NamedTuple):
 
 
 def _dense(features: int, scale: float) -> nn.Dense:
-    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale),
+    return nn.Dense(features, kernel_init=orthogonal(scale),
                     bias_init=nn.initializers.zeros)
 
 
@@ -76,7 +77,7 @@ class Encoder(nn.Module):
             if self.conv and x.ndim == 4:
                 for channels, kernel, stride in self.conv:
                     x = nn.Conv(channels, (kernel, kernel), (stride, stride), padding="SAME",
-                                kernel_init=nn.initializers.orthogonal(np.sqrt(2)),
+                                kernel_init=orthogonal(np.sqrt(2)),
                                 bias_init=nn.initializers.zeros)(x)
                     x = ACTIVATIONS[self.activation](x)
             features.append(x.reshape(x.shape[0], -1))

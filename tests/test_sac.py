@@ -270,6 +270,17 @@ TWO_DEVICES = textwrap.dedent("""
     import test_sac as t
 
     assert jax.local_device_count() == 2, jax.devices()
+    # The shipped SAC's whole init over both devices. Its twin critics' batched orthogonal
+    # init hung here before initializers.orthogonal (a batched QR waited for XLA's thread
+    # pool while each pool thread held a device's share): a hang now exits in 120 s.
+    import faulthandler
+    import jaxrl_async
+    from jaxrl_async.build import build_pipeline
+    faulthandler.dump_traceback_later(120, exit=True)
+    pipe, _ = build_pipeline(jaxrl_async.load_config("sac_pendulum", ["pipeline.devices=2"]))
+    critic = jax.jit(pipe.init)(jax.random.key(0, impl="threefry2x32")).learner.critic
+    init_devices = len(jax.block_until_ready(jax.tree.leaves(critic)[0]).devices())
+    faulthandler.cancel_dump_traceback_later()
     mesh = jax.make_mesh((2,), ("data",))
     one, two = t.build(), t.build(axis_name="data")
     learn1 = jax.jit(one.learn)
@@ -277,7 +288,7 @@ TWO_DEVICES = textwrap.dedent("""
                                    out_specs=(P(), P(), P("data"))))
     state1 = one.init(jax.random.key(0))
     state2 = jax.device_put(state1, NamedSharding(mesh, P()))
-    out = {"params": [], "priorities": [], "loss": []}
+    out = {"params": [], "priorities": [], "loss": [], "init_devices": init_devices}
     for i in range(3):
         sample = t.make_sample(b=32, seed=i)
         sample = sample._replace(weights=jnp.linspace(0.2, 1.0, 32))
@@ -302,6 +313,7 @@ def test_learn_on_two_devices_equals_one_device_on_the_whole_batch():
                           env=env, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["init_devices"] == 2
     for (p1, p2), (q1, q2), (l1, l2) in zip(out["params"], out["priorities"], out["loss"]):
         # Two devices average their shards' gradients after differentiating: the same sum
         # in another order. Adam turns a rounding difference in a near-zero gradient into a

@@ -43,6 +43,7 @@ from jaxrl_async.agents.dqn import (DQNState, epsilon_greedy, epsilons, legal_ac
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.cells import initial_carry, reset_carry, unroll
+from jaxrl_async.initializers import orthogonal
 from jaxrl_async.networks import RecurrentCore, mask_logits
 from jaxrl_async.returns import nstep_returns
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
@@ -57,9 +58,9 @@ class RecurrentQNetwork(RecurrentCore):
 
     def setup(self):
         super().setup()
-        self.advantage = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0))
+        self.advantage = nn.Dense(self.num_actions, kernel_init=orthogonal(1.0))
         if self.dueling:
-            self.value = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
+            self.value = nn.Dense(1, kernel_init=orthogonal(1.0))
 
     def q(self, h, obs):
         a = self.advantage(h)
