@@ -112,9 +112,9 @@ class TrainConfig:
     log_every: int = 32_768
     progress: bool = True
     compile_cache: bool = True
-    # Counter-based PRNG of the run's keys. "auto": philox4x32 on one device (JAX lowers
-    # threefry on CPU as a rolled loop, ~1.5x slower for a 4-env rollout), threefry2x32
-    # on several (philox does not compile inside a multi-device shard_map in jax 0.10.2).
+    # Counter-based PRNG of the run's keys. "auto": philox4x32 on any device count (JAX
+    # lowers threefry on CPU as a rolled loop, ~1.5x slower for a 4-env rollout; on several
+    # devices philox compiles through sharding.lower_mulhi_on_meshes).
     # Set one explicitly for numbers that do not depend on the device count.
     prng: str = "auto"
     # Compile for bitwise run-to-run reproducibility on every backend (XLA's deterministic
@@ -218,9 +218,7 @@ class Config:
     @property
     def prng_impl(self) -> str:
         """The PRNG implementation `train.prng` resolves to on this machine."""
-        if self.train.prng != "auto":
-            return self.train.prng
-        return "philox4x32" if self.num_devices == 1 else "threefry2x32"
+        return "philox4x32" if self.train.prng == "auto" else self.train.prng
 
     def to_yaml(self) -> str:
         """The run's config; `distributed` (how this session was launched) is left out."""
@@ -420,9 +418,6 @@ def validate(config: Config) -> None:
         if config.env.num_envs % group:
             raise ConfigError(f"env.num_envs={config.env.num_envs} does not split over {group} "
                               f"devices (set pipeline.devices or a multiple of {group} envs)")
-    if devices > 1 and config.train.prng == "philox4x32":
-        raise ConfigError("train.prng=philox4x32 does not compile on several devices with this "
-                          "JAX; use threefry2x32 (or auto)")
     if config.train.num_seeds > 1 and config.pipeline.placement == "split":
         raise ConfigError("train.num_seeds > 1 needs pipeline.placement=fused (the seeds are "
                           "vmapped inside one program)")

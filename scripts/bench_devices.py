@@ -2,10 +2,11 @@
 """Training SPS of shipped configs by device layout, on forced CPU devices, interleaved.
 
 Layouts (each a real `jaxrl_async.train` of the config as shipped, plus --set):
-  1 device       pipeline.devices=1 (its default keys: philox4x32)
-  1 device threefry  the same with the keys every multi-device layout uses
+  1 device       pipeline.devices=1 (the default keys, philox4x32, as in every layout)
+  1 device threefry  the same with threefry2x32 keys
   2 devices      pipeline.devices=2: data parallel, each device half the envs and half
-                 of every minibatch, gradients averaged (threefry2x32 keys)
+                 of every minibatch, gradients averaged
+  2 devices threefry  the same with threefry2x32 keys
   auto           pipeline.devices=0 (the default): the trainer's own choice
   split lag 1    pipeline.placement=split pipeline.lag=1: one device acts while the other
                  learns on the previous tick's data (against 1 device at the config's lag)
@@ -37,6 +38,7 @@ import jax  # noqa: E402
 LAYOUTS = {"1 device": ["pipeline.devices=1"],
            "1 device threefry": ["pipeline.devices=1", "train.prng=threefry2x32"],
            "2 devices": ["pipeline.devices=2"],
+           "2 devices threefry": ["pipeline.devices=2", "train.prng=threefry2x32"],
            "auto": ["pipeline.devices=0"],
            "split lag 1": ["pipeline.devices=2", "pipeline.placement=split", "pipeline.lag=1"]}
 

@@ -27,12 +27,12 @@ TIMEOUT = 420  # seconds for one launch (all its processes); a hang fails the te
 # from the persistent compile cache when that file ran first.
 PPO = ["env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
        "agent.num_minibatches=2", "agent.num_epochs=2", "train.total_steps=1024",
-       "train.log_every=256", "env.normalize_obs=true", "train.prng=threefry2x32",
+       "train.log_every=256", "env.normalize_obs=true", "train.prng=philox4x32",
        "pipeline.devices=2", "checkpoint.every=512"]  # the progress bar on: only process 0 may show it
 DQN = ["env.num_envs=4", "pipeline.rollout_len=4", "agent.hidden_sizes=[16]", "agent.n_step=2",
        "agent.updates_per_tick=2", "replay.capacity=128", "replay.batch_size=16",
        "replay.learning_starts=64", "train.total_steps=1024", "train.log_every=256",
-       "train.progress=false", "train.prng=threefry2x32", "pipeline.devices=2"]
+       "train.progress=false", "train.prng=philox4x32", "pipeline.devices=2"]
 
 # The Python API in one process of a job: join, load, train, gather the state whole.
 API = textwrap.dedent("""
