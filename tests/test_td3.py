@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
-from test_checkpoint import _interrupt_at, _records, assert_same_records, assert_same_state
+from test_checkpoint import assert_resume_is_bitwise
 from test_sac import critics_np, dense_layers, mlp_np, pendulum_spec
 
 import jaxrl_async
@@ -323,19 +323,12 @@ RESUME = ["agent.hidden_sizes=[8]", "agent.updates_per_tick=2", "agent.policy_de
 
 
 def test_resume_is_bitwise_the_uninterrupted_run(tmp_path):
-    config = jaxrl_async.load_config("td3_pendulum", RESUME)
-    reference = jaxrl_async.train(config, run_dir=tmp_path / "reference")
+    reference = assert_resume_is_bitwise(jaxrl_async.load_config("td3_pendulum", RESUME),
+                                         tmp_path)
     learner = reference.state.learner
     # 4 envs x 4 steps a tick: 96 ticks, 2 updates a tick once 64 steps are stored.
     assert int(learner.steps) == 2 * (96 - 4)
     assert int(learner.actor_opt_state[1]) == 2 * (96 - 4) // 3
-    log_points = [int(s) for s in reference.metrics["env_steps"]]
-    run_dir = tmp_path / "run"
-    with pytest.raises(jaxrl_async.TrainingInterrupted):
-        jaxrl_async.train(config, run_dir=run_dir, callbacks=[_interrupt_at(log_points[0])])
-    resumed = jaxrl_async.resume(run_dir)
-    assert_same_state(resumed.state, reference.state)
-    assert_same_records(_records(run_dir), _records(tmp_path / "reference"))
 
 
 # Final returns per seed of the shipped config at 6,000 steps (its last log window, 4k-6k
