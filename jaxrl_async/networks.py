@@ -162,6 +162,18 @@ class SquashedGaussianPolicy(nn.Module):
         return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
 
 
+class DeterministicPolicy(nn.Module):
+    """A deterministic action tanh(dense(torso)) in (-1, 1)^A [B, A] (TD3's actor); the
+    small head starts every state near 0, the middle of the bounds."""
+
+    action_dim: int
+    torso: TorsoSpec
+
+    @nn.compact
+    def __call__(self, obs):
+        return jnp.tanh(_dense(self.action_dim, 0.01)(torso(self.torso, obs)))
+
+
 class QValue(nn.Module):
     """Action value Q(obs [B, ...], action [B, A]) -> [B]."""
 
@@ -187,6 +199,12 @@ class QEnsemble(nn.Module):
         ensemble = nn.vmap(QValue, variable_axes={"params": 0}, split_rngs={"params": True},
                            in_axes=None, out_axes=0, axis_size=self.num)
         return ensemble(self.torso)(obs, action)
+
+
+def ensemble_member(params, i: int):
+    """Member i of a QEnsemble's parameters, as a QValue's (one critic's forward pass
+    where only it is needed, as in TD3's actor loss)."""
+    return {"params": jax.tree.map(lambda x: x[i], params["params"]["VmapQValue_0"])}
 
 
 class QNetwork(nn.Module):

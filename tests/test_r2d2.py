@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_checkpoint import _interrupt_at, _records, assert_same_records, assert_same_state
+from test_checkpoint import assert_resume_is_bitwise
 
 import jaxrl_async
 from jaxrl_async.agents.configs import R2D2Config
@@ -182,21 +182,14 @@ def test_config_errors():
 def test_resume_is_bitwise_the_uninterrupted_run(tmp_path):
     """Lag 1: the sequence replay, its priorities, the window, the carries and the
     parameter queue all come back from the checkpoint."""
-    config = jaxrl_async.load_config("r2d2_cartpole_masked", TINY)
-    reference = jaxrl_async.train(config, run_dir=tmp_path / "reference")
+    reference = assert_resume_is_bitwise(
+        jaxrl_async.load_config("r2d2_cartpole_masked", TINY), tmp_path)
     # 4 envs x 8 steps a tick, two sequences of 8 per env per tick (384 in all, the last
     # 256 kept); two updates a tick from the 5th tick on (128 steps).
     replay = reference.state.replay
     assert int(replay.ring.size[0]) == 256
     assert replay.ring.items.carry.shape == (1, 256, 8)
     assert int(reference.state.learner.steps) == 2 * (1536 // 32 - 4)
-    log_points = [int(s) for s in reference.metrics["env_steps"]]
-    run_dir = tmp_path / "run"
-    with pytest.raises(jaxrl_async.TrainingInterrupted):
-        jaxrl_async.train(config, run_dir=run_dir, callbacks=[_interrupt_at(log_points[0])])
-    resumed = jaxrl_async.resume(run_dir)
-    assert_same_state(resumed.state, reference.state)
-    assert_same_records(_records(run_dir), _records(tmp_path / "reference"))
 
 
 DEVICES_SCRIPT = textwrap.dedent("""

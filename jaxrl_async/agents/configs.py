@@ -339,18 +339,58 @@ class SACConfig(TorsoFields):
     def __post_init__(self):
         need = field_checks(self)
 
-        need(self.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
-        need(self.adam_eps > 0, "adam_eps", "> 0")
-        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
-        need(self.n_step >= 1, "n_step", ">= 1")
-        need(0 < self.tau <= 1, "tau", "in (0, 1]")
-        need(self.updates_per_tick >= 1, "updates_per_tick", ">= 1")
-        need(self.reward_scale > 0, "reward_scale", "> 0")
+        check_twin_critic_fields(need, self)
         need(self.init_alpha > 0, "init_alpha", "> 0")
         need(self.target_entropy is None or math.isfinite(self.target_entropy),
              "target_entropy", "a finite number or null (-action_dim)")
-        need(self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: no clipping)")
-        memoryless_only(need, self, "sac")
+
+
+def check_twin_critic_fields(need, config) -> None:
+    """The checks of the fields SACConfig and TD3Config share."""
+    need(config.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
+    need(config.adam_eps > 0, "adam_eps", "> 0")
+    need(0 <= config.gamma <= 1, "gamma", "in [0, 1]")
+    need(config.n_step >= 1, "n_step", ">= 1")
+    need(0 < config.tau <= 1, "tau", "in (0, 1]")
+    need(config.updates_per_tick >= 1, "updates_per_tick", ">= 1")
+    need(config.reward_scale > 0, "reward_scale", "> 0")
+    need(config.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: no clipping)")
+    memoryless_only(need, config, config.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class TD3Config(TorsoFields):
+    """TD3 (agents/td3.py). The noise scales are standard deviations in the actor's
+    (-1, 1)^A action space, whatever the env's bounds; the exploration noise is the
+    actor's, so not sweepable."""
+
+    DATA: ClassVar[str] = "replay"
+    SWEEPABLE: ClassVar[tuple[str, ...]] = (
+        "learning_rate", "tau", "reward_scale", "policy_noise", "noise_clip")
+
+    name: str = "td3"
+    learning_rate: float = 3e-4  # the actor's and the critics' (two Adams)
+    adam_eps: float = 1e-8
+    gamma: float = 0.99
+    n_step: int = 1
+    tau: float = 0.005  # Polyak step of the target actor and critics, once per actor update
+    updates_per_tick: int = 1  # critic updates
+    reward_scale: float = 1.0  # multiplies the (n-step) rewards in the critics' target
+    policy_delay: int = 2  # the actor and the targets move every policy_delay-th update
+    policy_noise: float = 0.2  # target policy smoothing: std of the target action's noise
+    noise_clip: float = 0.5  # ... clipped to [-noise_clip, noise_clip]
+    exploration_noise: float = 0.1  # std of the Gaussian noise the actor adds when acting
+    max_grad_norm: float = 0.0  # clip each gradient's norm (actor, critics); 0: no clipping
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+
+    def __post_init__(self):
+        need = field_checks(self)
+
+        check_twin_critic_fields(need, self)
+        need(self.policy_delay >= 1, "policy_delay", ">= 1")
+        for key in ("policy_noise", "noise_clip", "exploration_noise"):
+            need(getattr(self, key) >= 0, key, ">= 0")
 
 
 def bind(config, hparams: dict[str, Any]):
@@ -370,5 +410,6 @@ AGENTS = {
     "dqn": (DQNConfig, "jaxrl_async.agents.dqn:make_dqn"),
     "sac": (SACConfig, "jaxrl_async.agents.sac:make_sac"),
     "r2d2": (R2D2Config, "jaxrl_async.agents.r2d2:make_r2d2"),
+    "td3": (TD3Config, "jaxrl_async.agents.td3:make_td3"),
 }
 AGENT_CONFIGS = {name: cls for name, (cls, _) in AGENTS.items()}

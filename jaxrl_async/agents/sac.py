@@ -38,12 +38,12 @@ from jax.flatten_util import ravel_pytree
 from jaxrl_async import distributions as D
 from jaxrl_async.agents.common import flat_grad_step, initial_hparams, make_optimizer
 from jaxrl_async.agents.configs import SACConfig, bind
+from jaxrl_async.agents.continuous import (action_box, critic_td_loss, make_critics,
+                                           replay_batch, sample_keys, td_priorities,
+                                           standard_normal_rows, twin_min_target)
 from jaxrl_async.envs.spec import obs_zeros
-from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import QEnsemble, SquashedGaussianPolicy
+from jaxrl_async.networks import SquashedGaussianPolicy
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
-
-NUM_CRITICS = 2
 
 
 @struct.dataclass
@@ -60,22 +60,12 @@ class SACState:
 
 def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
     spec = ctx.spec
-    if spec.discrete:
-        raise ConfigError(f"sac needs continuous actions; this env's are discrete "
-                          f"({spec.num_actions} actions)")
-    if len(spec.action_shape) != 1:
-        raise ConfigError(f"sac needs a vector action, got shape {spec.action_shape}")
-    low = np.asarray(spec.action_low, np.float32)
-    high = np.asarray(spec.action_high, np.float32)
-    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
-        raise ConfigError("sac squashes actions into the env's bounds, which must be finite "
-                          f"with low < high (got low={low.tolist()}, high={high.tolist()})")
-    action_dim = spec.action_shape[0]
-    center, half = jnp.asarray((high + low) / 2), jnp.asarray((high - low) / 2)
+    box = action_box(spec, "sac")
+    action_dim = box.dim
     if config.target_entropy is None:  # resolved here, so that the state holds a number
         config = dataclasses.replace(config, target_entropy=-float(action_dim))
     actor = SquashedGaussianPolicy(action_dim, config.torso_spec())
-    critic = QEnsemble(NUM_CRITICS, config.torso_spec())
+    critic = make_critics(config)
     optimizer = make_optimizer("adam", False, 1, config.adam_eps,
                                clip=config.max_grad_norm > 0)
 
@@ -92,37 +82,24 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
                          hparams=initial_hparams(config))
         return state.replace(opt_state=optimizer.init(ravel_pytree(trainable(state))[0]))
 
-    def to_env(squashed):
-        """(-1, 1)^A onto the env's bounds (clipped: float rounding at the edges)."""
-        return jnp.clip(center + half * squashed, low, high).astype(spec.action_dtype)
-
     def act(params, obs, keys, clock=None):
         mean, log_std = actor.apply(params, obs)
-        return to_env(jnp.tanh(D.gaussian_sample(keys, mean, log_std))), {}
+        return box.to_env(jnp.tanh(D.gaussian_sample(keys, mean, log_std))), {}
 
     def greedy(params, obs):
         """The squashed mean (the deterministic policy SAC is usually evaluated with)."""
-        return to_env(jnp.tanh(actor.apply(params, obs)[0]))
+        return box.to_env(jnp.tanh(actor.apply(params, obs)[0]))
 
     def learn(state: SACState, sample, key):
         """sample: replay Sample of [b] NStepTransition items (this device's slice)."""
         hp = bind(config, state.hparams)
-        items = sample.items
-        b = items.reward.shape[0]
-        # Per-sample keys from the sample's global position: the same draws however
-        # the batch is split over devices. Rows b.. are the next observations'.
-        first = 0 if ctx.axis_name is None else jax.lax.axis_index(ctx.axis_name) * b
+        b = sample.weights.shape[0]
+        # Per-sample noise from the sample's global position (`sample_keys`). Rows b.. are
+        # the next observations'.
         obs_key, next_key = jax.random.split(key)
-        index = first + jnp.arange(b)
-        fold = jax.vmap(jax.random.fold_in, (None, 0))
-        batch = {"obs": items.obs, "next_obs": items.next_obs,
-                 "action": (items.action.astype(jnp.float32) - center) / half,
-                 "reward": items.reward.astype(jnp.float32),
-                 "discount": items.discount.astype(jnp.float32),
-                 "weights": sample.weights.astype(jnp.float32),
-                 "noise": standard_normal_rows(
-                     jnp.concatenate([fold(obs_key, index), fold(next_key, index)]),
-                     action_dim)}
+        batch = {**replay_batch(sample, box), "noise": standard_normal_rows(
+            jnp.concatenate([sample_keys(obs_key, b, ctx.axis_name),
+                             sample_keys(next_key, b, ctx.axis_name)]), action_dim)}
         flat, unravel = ravel_pytree(trainable(state))
         flat, opt_state, metrics, priorities = flat_grad_step(
             lambda f, mb: sac_loss(unravel(f), state.target_critic, mb, actor, critic,
@@ -137,17 +114,6 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
     return Agent(init=init, act=act, learn=learn, data="replay",
                  replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
                  greedy=greedy)
-
-
-def standard_normal_rows(keys, width: int):
-    """float32 [B, width]: the draws `distributions.gaussian_sample` makes with keys [B],
-    computed once into their own buffer. Left to XLA, the random bits and their
-    transform to normals fuse into every consumer and are recomputed in each (the
-    forward pass and the log-density's gradient: 13% of a SAC update at batch 256)."""
-    noise = jax.vmap(lambda k: jax.random.normal(k, (width,), jnp.float32))(keys)
-    # max(x, -inf) = x exactly. XLA never fuses a reduction into its consumers (an
-    # optimization_barrier is expanded before fusion on CPU and did not hold).
-    return jnp.stack([noise, jnp.full_like(noise, -jnp.inf)]).max(axis=0)
 
 
 def squashed_sample(noise, mean, log_std):
@@ -174,13 +140,9 @@ def sac_loss(p, target_critic, batch, actor, critic, reward_scale: float,
     mean, log_std = actor.apply(p["actor"], obs)
     action, log_pi = squashed_sample(noise[:b], mean, log_std)
 
-    next_q = jnp.min(critic.apply(target_critic, next_obs, next_action), axis=0)
-    target = jax.lax.stop_gradient(
-        reward_scale * batch["reward"]
-        + batch["discount"] * (next_q - alpha * next_log_pi))
-    q = critic.apply(p["critic"], obs, batch["action"])  # [NUM_CRITICS, b]
-    td = q - target
-    critic_loss = 0.5 * jnp.sum(jnp.mean(batch["weights"] * jnp.square(td), axis=-1))
+    target = twin_min_target(critic, target_critic, batch, next_action, reward_scale,
+                             bonus=alpha * next_log_pi)
+    critic_loss, td, q = critic_td_loss(critic, p["critic"], batch, target)
 
     q_pi = critic.apply(jax.lax.stop_gradient(p["critic"]), obs, action)
     actor_loss = jnp.mean(alpha * log_pi - jnp.min(q_pi, axis=0))
@@ -192,4 +154,4 @@ def sac_loss(p, target_critic, batch, actor, critic, reward_scale: float,
                "alpha_loss": alpha_loss, "alpha": alpha, "entropy": -jnp.mean(log_pi),
                "q": jnp.mean(q), "target": jnp.mean(target),
                "td_abs": jnp.mean(jnp.abs(td))}
-    return loss, (metrics, jnp.mean(jnp.abs(td), axis=0))
+    return loss, (metrics, td_priorities(td))
