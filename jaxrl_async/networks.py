@@ -27,6 +27,9 @@ class TorsoSpec(NamedTuple):
     hidden_sizes: tuple[int, ...]
     activation: str
     conv: tuple[tuple[int, int, int], ...] = ()  # (channels, kernel, stride) per layer
+    # LayerNorm between every hidden layer (dense or conv) and its activation (PQN's
+    # network, Gallici et al. 2024); off, the parameter tree has no LayerNorm at all
+    layer_norm: bool = False
 
 
 def _dense(features: int, scale: float) -> nn.Dense:
@@ -67,6 +70,7 @@ class Encoder(nn.Module):
 
     conv: tuple[tuple[int, int, int], ...] = ()
     activation: str = "relu"
+    layer_norm: bool = False  # over the channels of every conv layer's output
 
     @nn.compact
     def __call__(self, obs):
@@ -79,21 +83,28 @@ class Encoder(nn.Module):
                     x = nn.Conv(channels, (kernel, kernel), (stride, stride), padding="SAME",
                                 kernel_init=orthogonal(np.sqrt(2)),
                                 bias_init=nn.initializers.zeros)(x)
-                    x = ACTIVATIONS[self.activation](x)
+                    x = ACTIVATIONS[self.activation](_normed(x, self.layer_norm))
             features.append(x.reshape(x.shape[0], -1))
         return jnp.concatenate(features, axis=-1)
 
 
+def _normed(x, layer_norm: bool):
+    """`x` through a LayerNorm (its own scale and bias) over the last axis, if asked."""
+    return nn.LayerNorm()(x) if layer_norm else x
+
+
 class MLP(nn.Module):
-    """Dense + activation per hidden size, on features [B, F]."""
+    """Dense (+ LayerNorm) + activation per hidden size, on features [B, F]."""
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x):
         for size in self.hidden_sizes:
-            x = ACTIVATIONS[self.activation](_dense(size, np.sqrt(2))(x))
+            x = ACTIVATIONS[self.activation](_normed(_dense(size, np.sqrt(2))(x),
+                                                     self.layer_norm))
         return x
 
 
@@ -102,10 +113,10 @@ def torso(spec: TorsoSpec, obs, extra=None):
     critic's action) joins the encoded observation. Called inside a head's compact
     `__call__`, so its layers are the head's own (an MLP torso has the parameter tree,
     and hence the initial values, of a plain MLP head)."""
-    x = Encoder(spec.conv, spec.activation)(obs)
+    x = Encoder(spec.conv, spec.activation, spec.layer_norm)(obs)
     if extra is not None:
         x = jnp.concatenate([x, extra.astype(jnp.float32)], axis=-1)
-    return MLP(spec.hidden_sizes, spec.activation)(x)
+    return MLP(spec.hidden_sizes, spec.activation, spec.layer_norm)(x)
 
 
 class CategoricalPolicy(nn.Module):

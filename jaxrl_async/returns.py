@@ -35,6 +35,35 @@ def gae(values, bootstrap_value, rewards, discounts, lambda_):
     return advantages
 
 
+def q_lambda(next_values, rewards, discounts, lambda_):
+    """Peng's Q(λ) returns (Peng & Williams 1996) as PQN trains on them (Gallici et al.
+    2024, "Simplifying Deep Temporal Difference Learning"), all [T, B].
+
+    next_values[t] = max_a Q(x'_t, a), x'_t the observation after step t before any
+    auto-reset; rewards [T, B] = r_t; discounts [T, B] = γ · (1 − done_t), 0 where the
+    episode ends. Backwards from the rollout's end, which bootstraps with max_a Q:
+      G_t = r_t + discount_t · [(1 − λ) · next_values_t + λ · G_{t+1}],
+      G_T = next_values_{T−1}  (so G_{T−1} = r_{T−1} + discount_{T−1} · next_values_{T−1}).
+    λ = 0 is the one-step Q-learning target, λ = 1 the discounted return to the episode's
+    end or the rollout's bootstrap. The trace is cut only where discount_t = 0, never at
+    exploratory actions (Watkins's Q(λ) would cut there). A truncation bootstraps from its
+    final observation where the caller folds γ · next_values_t into its reward and sets
+    its discount to 0 (`agents.common.fold_truncation`).
+    """
+    if next_values.shape != rewards.shape or next_values.shape != discounts.shape:
+        raise ValueError(f"q_lambda: next_values {next_values.shape}, rewards {rewards.shape} "
+                         f"and discounts {discounts.shape} must share the shape [T, B]")
+
+    def backward(next_return, xs):
+        reward, discount, next_value = xs
+        ret = reward + discount * ((1 - lambda_) * next_value + lambda_ * next_return)
+        return ret, ret
+
+    _, returns = jax.lax.scan(backward, next_values[-1], (rewards, discounts, next_values),
+                              reverse=True)
+    return returns
+
+
 class VTraceReturns(NamedTuple):
     vs: jax.Array  # [T, B] V-trace value targets
     pg_advantages: jax.Array  # [T, B] importance-weighted policy-gradient advantages

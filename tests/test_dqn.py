@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.agents.dqn import DQNConfig, epsilons, make_dqn, td_targets
+from jaxrl_async.agents.dqn import DQNConfig, make_dqn, td_targets
+from jaxrl_async.agents.exploration import epsilons
 from jaxrl_async.config import ReplayConfig
 from jaxrl_async.envs import check_env, make
 from jaxrl_async.offpolicy import make_replay_stage, nstep_transitions

@@ -1,11 +1,12 @@
-"""`returns.gae` against a plain-Python double loop, time-major [T, B]."""
+"""`returns.gae` and `returns.q_lambda` against plain-Python loops, time-major [T, B]."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async.returns import gae
+from jaxrl_async.agents.common import fold_truncation
+from jaxrl_async.returns import gae, q_lambda
 
 
 def gae_reference(values, bootstrap_value, rewards, discounts, lambda_):
@@ -99,3 +100,129 @@ def test_gae_rejects_mismatched_shapes(shapes):
     arrays = {name: jnp.zeros(shape) for name, shape in shapes.items()}
     with pytest.raises(ValueError, match="gae"):
         gae(arrays["values"], arrays["bootstrap"], arrays["rewards"], arrays["discounts"], 0.9)
+
+
+# ---------------------------------------------------------------------------------------------
+# Q(lambda)
+
+
+def q_lambda_reference(rewards, terminated, truncated, next_q, gamma, lambda_):
+    """Plain Python, the forward view: for each step t, the lambda-weighted mix of its
+    n-step Q-learning returns
+
+      G_t^(n) = sum_{k<n} gamma^k r_{t+k} + gamma^n max_a next_q[t+n-1][a],
+
+    over n = 1..N, where step t+N-1 is the first that ends the episode or the rollout's
+    last step: G_t = (1-lambda) sum_{n<N} lambda^(n-1) G_t^(n) + lambda^(N-1) G_t^(N).
+    A termination at t+N-1 drops the bootstrap of G_t^(N) (and wins over a truncation at
+    the same step); a truncation keeps it, from max_a Q of the final observation,
+    next_q[t+N-1]; so does the rollout's end. next_q [T][B][A] are the Q-values of the
+    observation after each step, before any auto-reset.
+    """
+    T, B = len(rewards), len(rewards[0])
+    out = np.zeros((T, B))
+    for b in range(B):
+        for t in range(T):
+            end = t
+            while not (terminated[end][b] or truncated[end][b]) and end < T - 1:
+                end += 1
+            N = end - t + 1
+            total, discounted_rewards = 0.0, 0.0
+            for n in range(1, N + 1):
+                discounted_rewards += gamma ** (n - 1) * rewards[t + n - 1][b]
+                last = t + n - 1
+                bootstrap = 0.0 if (n == N and terminated[last][b]) else \
+                    gamma ** n * max(next_q[last][b])
+                weight = (1 - lambda_) * lambda_ ** (n - 1) if n < N else lambda_ ** (N - 1)
+                total += weight * (discounted_rewards + bootstrap)
+            out[t, b] = total
+    return out
+
+
+def random_episodes(seed, T=19, B=4, A=3, end_prob=0.12):
+    rng = np.random.default_rng(seed)
+    rewards = rng.normal(size=(T, B)).astype(np.float32)
+    terminated = rng.random((T, B)) < end_prob
+    truncated = rng.random((T, B)) < end_prob  # sometimes both at once: termination wins
+    terminated[rng.integers(T), 0] = True  # at least one of each kind
+    truncated[rng.integers(T), 1] = True
+    next_q = rng.normal(size=(T, B, A)).astype(np.float32)
+    return rewards, terminated, truncated, next_q
+
+
+def q_lambda_of(rewards, terminated, truncated, next_q, gamma, lambda_):
+    """What PQN computes: max_a Q, truncations folded into the rewards, then q_lambda."""
+    next_values = jnp.max(jnp.asarray(next_q), axis=-1)
+    folded, discounts = fold_truncation(jnp.asarray(rewards), next_values,
+                                        jnp.asarray(terminated), jnp.asarray(truncated), gamma)
+    return np.asarray(q_lambda(next_values, folded, discounts, lambda_))
+
+
+@pytest.mark.parametrize("lambda_", [0.0, 0.65, 0.95, 1.0])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_q_lambda_matches_the_forward_view_with_terminations_and_truncations(seed, lambda_):
+    episodes = random_episodes(seed)
+    gamma = 0.9
+    expected = q_lambda_reference(*(x.tolist() for x in episodes), gamma, lambda_)
+    got = q_lambda_of(*episodes, gamma, lambda_)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_q_lambda_zero_is_the_one_step_q_learning_target():
+    rewards, terminated, truncated, next_q = random_episodes(3)
+    gamma = 0.97
+    # r + gamma max_a Q(x'), with x' the final observation at a truncation, and no
+    # bootstrap at a termination.
+    expected = rewards + gamma * (1 - terminated) * next_q.max(-1)
+    got = q_lambda_of(rewards, terminated, truncated, next_q, gamma, 0.0)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_q_lambda_one_is_the_discounted_return_to_the_episode_or_rollout_end():
+    rewards, terminated, truncated, next_q = random_episodes(4, T=12, B=3)
+    gamma = 0.9
+    T, B = rewards.shape
+    expected = np.zeros((T, B))
+    for b in range(B):
+        for t in range(T):
+            ret, k = 0.0, t
+            while True:
+                ret += gamma ** (k - t) * rewards[k, b]
+                if terminated[k, b]:
+                    break
+                if truncated[k, b] or k == T - 1:  # bootstrap from the final observation
+                    ret += gamma ** (k - t + 1) * next_q[k, b].max()
+                    break
+                k += 1
+            expected[t, b] = ret
+    got = q_lambda_of(rewards, terminated, truncated, next_q, gamma, 1.0)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_q_lambda_bootstraps_a_truncation_from_its_final_observation():
+    """One env, truncated at t=1: G_1 bootstraps from max Q of the final observation
+    (next_q[1]), not from the reset observation's (next_q[2] belongs to the new episode);
+    G_0 sees no reward after the episode's end."""
+    rewards = np.array([[1.0], [2.0], [100.0]], np.float32)
+    terminated = np.zeros((3, 1), bool)
+    truncated = np.array([[False], [True], [False]])
+    next_q = np.array([[[0.0, 5.0]], [[10.0, 3.0]], [[-7.0, 50.0]]], np.float32)
+    got = q_lambda_of(rewards, terminated, truncated, next_q, 0.5, 1.0)
+    np.testing.assert_allclose(got[:, 0], [1.0 + 0.5 * (2.0 + 0.5 * 10.0), 2.0 + 0.5 * 10.0,
+                                           100.0 + 0.5 * 50.0])
+
+
+def test_q_lambda_jitted_with_a_traced_lambda_equals_eager():
+    rewards, terminated, truncated, next_q = random_episodes(5)
+    next_values = jnp.max(jnp.asarray(next_q), -1)
+    folded, discounts = fold_truncation(jnp.asarray(rewards), next_values,
+                                        jnp.asarray(terminated), jnp.asarray(truncated), 0.99)
+    eager = q_lambda(next_values, folded, discounts, 0.65)
+    traced = jax.jit(q_lambda)(next_values, folded, discounts, jnp.float32(0.65))
+    np.testing.assert_allclose(np.asarray(traced), np.asarray(eager), rtol=1e-6, atol=1e-6)
+
+
+def test_q_lambda_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match="q_lambda"):
+        q_lambda(jnp.zeros((5, 3)), jnp.zeros((5, 3)), jnp.zeros((4, 3)), 0.9)

@@ -202,6 +202,65 @@ class IMPALAConfig(TorsoFields):
         check_env_minibatches(config, "IMPALA minibatches split the envs")
 
 
+def check_epsilon_fields(need, config) -> None:
+    """The epsilon-greedy actor's fields (agents/exploration.py), in DQN, R2D2 and PQN."""
+    for key in ("epsilon_start", "epsilon_end", "apex_epsilon"):
+        need(0 <= getattr(config, key) <= 1, key, "in [0, 1]")
+    need(config.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
+    need(config.apex_alpha >= 0, "apex_alpha", ">= 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class PQNConfig(TorsoFields):
+    """PQN (agents/pqn.py): Q(lambda) on each rollout of many envs, no replay, no target
+    network, LayerNorm in the Q-network (`layer_norm`). The epsilon fields mean what they
+    mean for dqn (agents/exploration.py); the epsilons are the actor's, compiled in."""
+
+    SWEEPABLE: ClassVar[tuple[str, ...]] = (
+        "learning_rate", "gamma", "q_lambda", "max_grad_norm", "reward_scale")
+
+    name: str = "pqn"
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    adam_eps: float = 1e-5
+    max_grad_norm: float = 10.0
+    gamma: float = 0.99
+    q_lambda: float = 0.65
+    reward_scale: float = 1.0  # multiplies rewards before Q(lambda) (keeps Q-values O(1))
+    num_epochs: int = 4
+    num_minibatches: int = 4  # each takes an equal share of every env's steps
+    layer_norm: bool = True
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    epsilon_decay_steps: int = 100_000
+    per_env_epsilon: bool = False
+    apex_epsilon: float = 0.4
+    apex_alpha: float = 7.0
+    hidden_sizes: tuple[int, ...] = (128, 128)
+    activation: str = "relu"
+
+    def __post_init__(self):
+        need = field_checks(self)
+
+        need(self.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
+        need(self.adam_eps > 0, "adam_eps", "> 0")
+        need(self.max_grad_norm > 0, "max_grad_norm", "> 0")
+        need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
+        need(0 <= self.q_lambda <= 1, "q_lambda", "in [0, 1]")
+        need(self.reward_scale > 0, "reward_scale", "> 0")
+        need(self.num_epochs >= 1, "num_epochs", ">= 1")
+        need(self.num_minibatches >= 1, "num_minibatches", ">= 1")
+        check_epsilon_fields(need, self)
+        memoryless_only(need, self, "pqn")
+
+    def check(self, config) -> None:
+        if config.pipeline.rollout_len % self.num_minibatches:
+            raise ConfigError(
+                f"agent.num_minibatches={self.num_minibatches} does not divide "
+                f"pipeline.rollout_len={config.pipeline.rollout_len} (each minibatch takes "
+                f"an equal share of every env's steps)")
+
+
 def check_dqn_fields(need, config) -> None:
     """The checks of DQNConfig's fields, which R2D2Config inherits (memory aside)."""
     need(config.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
@@ -213,10 +272,7 @@ def check_dqn_fields(need, config) -> None:
     need(config.huber_delta > 0, "huber_delta", "> 0")
     need(config.target_update_every >= 1, "target_update_every", ">= 1")
     need(0 < config.tau <= 1, "tau", "in (0, 1]")
-    for key in ("epsilon_start", "epsilon_end", "apex_epsilon"):
-        need(0 <= getattr(config, key) <= 1, key, "in [0, 1]")
-    need(config.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
-    need(config.apex_alpha >= 0, "apex_alpha", ">= 0")
+    check_epsilon_fields(need, config)
     need(config.updates_per_tick >= 1, "updates_per_tick", ">= 1")
 
 
@@ -407,6 +463,7 @@ def bind(config, hparams: dict[str, Any]):
 AGENTS = {
     "ppo": (PPOConfig, "jaxrl_async.agents.ppo:make_ppo"),
     "impala": (IMPALAConfig, "jaxrl_async.agents.impala:make_impala"),
+    "pqn": (PQNConfig, "jaxrl_async.agents.pqn:make_pqn"),
     "dqn": (DQNConfig, "jaxrl_async.agents.dqn:make_dqn"),
     "sac": (SACConfig, "jaxrl_async.agents.sac:make_sac"),
     "r2d2": (R2D2Config, "jaxrl_async.agents.r2d2:make_r2d2"),

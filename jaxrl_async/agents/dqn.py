@@ -9,7 +9,8 @@ Ape-X (Horgan et al. 2018) instead of the shared linear schedule.
 A learner update draws one batch from the replay: the loss is the importance-weighted
 Huber (or squared) TD error, and the new priorities are the |TD errors|. The target
 network follows the online one every `target_update_every` updates, copied (tau=1) or
-Polyak-averaged (tau<1).
+Polyak-averaged (tau<1). The actor is epsilon-greedy (`exploration.py`, shared with R2D2
+and PQN).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from jax.flatten_util import ravel_pytree
 
 from jaxrl_async.agents.common import flat_grad_step, initial_hparams, make_optimizer
 from jaxrl_async.agents.configs import DQNConfig, bind
+from jaxrl_async.agents.exploration import epsilon_greedy_actor
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import QNetwork, action_mask
+from jaxrl_async.networks import QNetwork
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 
@@ -35,34 +37,6 @@ class DQNState:
     opt_state: optax.OptState  # over the online parameters as one flat vector
     steps: jax.Array  # int32 learner updates so far
     hparams: dict  # the SWEEPABLE fields as traced scalars (common.initial_hparams)
-
-
-def epsilons(config: DQNConfig, env_steps, env_index, num_envs: int):
-    """The exploration rate of each env [B] at `env_steps` env steps."""
-    if config.per_env_epsilon:
-        spread = env_index.astype(jnp.float32) / max(num_envs - 1, 1)
-        return config.apex_epsilon ** (1.0 + config.apex_alpha * spread)
-    progress = jnp.minimum(env_steps.astype(jnp.float32) / config.epsilon_decay_steps, 1.0)
-    epsilon = config.epsilon_start + progress * (config.epsilon_end - config.epsilon_start)
-    return jnp.broadcast_to(epsilon, env_index.shape)
-
-
-def legal_actions(obs, num_actions: int):
-    """[B, A] bool: the observation's action mask, else every action."""
-    mask = action_mask(obs)
-    batch = jax.tree.leaves(obs)[0].shape[0]
-    return jnp.ones((batch, num_actions), bool) if mask is None else mask
-
-
-def epsilon_greedy(keys, best, epsilon, legal):
-    """Per env: with probability epsilon [B] a uniformly random legal action, else `best`."""
-    def explore(key, eps, legal):
-        coin_key, action_key = jax.random.split(key)
-        return (jax.random.uniform(coin_key) < eps,
-                jax.random.categorical(action_key, jnp.where(legal, 0.0, -jnp.inf)))
-
-    explores, random_action = jax.vmap(explore)(keys, epsilon, legal)
-    return jnp.where(explores, random_action, best)
 
 
 def td_targets(next_q_online, next_q_target, reward, discount, double: bool):
@@ -91,21 +65,13 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
     optimizer = make_optimizer("adam", config.anneal_lr,
                                max(1, ctx.num_updates * config.updates_per_tick),
                                config.adam_eps)
-    action_dtype = ctx.spec.action_dtype
+    act, greedy = epsilon_greedy_actor(config, net.apply, ctx.spec.num_actions,
+                                       ctx.spec.action_dtype)
 
     def init(key):
         params = net.init(key, obs_zeros(ctx.spec))
         return DQNState(params, params, optimizer.init(ravel_pytree(params)[0]), jnp.int32(0),
                         initial_hparams(config))
-
-    def greedy(params, obs):
-        return jnp.argmax(net.apply(params, obs), axis=-1).astype(action_dtype)
-
-    def act(params, obs, keys, clock):
-        epsilon = epsilons(config, clock.env_steps, clock.env_index, clock.num_envs)
-        action = epsilon_greedy(keys, greedy(params, obs), epsilon,
-                                legal_actions(obs, ctx.spec.num_actions))
-        return action.astype(action_dtype), {}
 
     def learn(state: DQNState, sample, key):
         del key  # the sample carries all randomness

@@ -5,8 +5,9 @@ An agent of its own (`agent.name=r2d2`) rather than `dqn` with `agent.memory=gru
 sits between the actor and the loss differs throughout. Its replay items are sequences
 with their stored carries (replay/sequences.py), not n-step transitions; its learner
 unrolls a cell, burns in, rescales values and scores whole sequences. What is the same
-(epsilon schedules, epsilon-greedy over the legal actions, the double-Q target, the
-target network's moves) is imported from dqn.py, so `dqn` stays memoryless and unchanged.
+(the double-Q target, the target network's moves) is imported from dqn.py, and the
+epsilon schedules and epsilon-greedy over the legal actions from exploration.py, so `dqn`
+stays memoryless and unchanged.
 
 The network: the shared torso, then a GRU or LSTM cell, then a linear Q head (dueling
 optional). The actor steps it inside the rollout, resetting the carry where an episode
@@ -38,8 +39,8 @@ from jax.flatten_util import ravel_pytree
 
 from jaxrl_async.agents.common import flat_grad_step, initial_hparams, make_optimizer
 from jaxrl_async.agents.configs import R2D2Config, bind
-from jaxrl_async.agents.dqn import (DQNState, epsilon_greedy, epsilons, legal_actions,
-                                    move_target, td_targets)
+from jaxrl_async.agents.dqn import DQNState, move_target, td_targets
+from jaxrl_async.agents.exploration import epsilon_greedy, epsilons, legal_actions
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.cells import initial_carry, reset_carry, unroll
