@@ -38,6 +38,7 @@ from jaxrl_async.profile import table as profile_table
 from jaxrl_async.trainer import configure_compile_cache, train
 
 BENCH_OVERRIDES = ("pipeline.rollout_len=128", "agent.num_minibatches=4", "train.progress=false")
+ON_POLICY_ONLY = ("pipeline.rollout_len", "agent.num_minibatches")  # PPO's reference batch
 BENCH_OWNED = ("env.num_envs", "train.total_steps")  # set per measurement by the bench
 _START = time.perf_counter()
 _LABEL = ""
@@ -230,13 +231,23 @@ def has_direct(env_name: str) -> bool:
     return suite in suites.SUITES and hasattr(suites.adapter(suite), "direct")
 
 
+def bench_overrides(name: str, user: list[str]) -> list[str]:
+    """BENCH_OVERRIDES for config `name`: an off-policy agent keeps its own rollout (its
+    length sets the agent's updates per env step) and has no minibatches."""
+    agent = load_config(name, user).agent
+    if getattr(type(agent), "DATA", "trajectory") != "replay":
+        return list(BENCH_OVERRIDES)
+    return [o for o in BENCH_OVERRIDES if o.split("=", 1)[0] not in ON_POLICY_ONLY]
+
+
 def run_bench(args) -> dict:
     """Measure every env count in this process (the XLA flags are whatever it started with)."""
     user = list(args.set or [])
     for item in user:
         if item.split("=", 1)[0] in BENCH_OWNED:
             raise UserError(f"--set {item}: {' and '.join(BENCH_OWNED)} are set by the bench")
-    base = [*BENCH_OVERRIDES, f"train.compile_cache={str(args.compile_cache).lower()}",
+    base = [*bench_overrides(args.config, user),
+            f"train.compile_cache={str(args.compile_cache).lower()}",
             *([f"env.name={args.env}"] if args.env else []), *user]
 
     def make_config(num_envs: int, total_steps: int) -> Config:

@@ -85,3 +85,15 @@ def test_profile_times_every_phase_of_an_on_and_an_off_policy_config(tmp_path, c
 def test_profile_rejects_an_unknown_config(capsys):
     assert bench.main(["--profile", "--config", "ppo_cartpole,nope", "--seconds", "0.05"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_bench_overrides_keep_an_off_policy_agents_rollout():
+    """PPO's reference rollout and minibatches apply to on-policy configs: an off-policy
+    agent's rollout sets its updates per env step, and it has no minibatches."""
+    from jaxrl_async.config import load_config
+
+    assert bench.bench_overrides("ppo_cartpole", []) == list(bench.BENCH_OVERRIDES)
+    for name in ("sac_pendulum", "td3_pendulum", "dqn_cartpole"):
+        kept = bench.bench_overrides(name, [])
+        assert kept == ["train.progress=false"], name
+        assert load_config(name, kept).pipeline.rollout_len == load_config(name).pipeline.rollout_len
