@@ -36,7 +36,7 @@ LONG_FIRST = ("test_multidevice.py", "test_memory.py", "test_checkpoint.py", "te
               "test_dqn.py", "test_r2d2.py", "test_train.py", "test_distributed.py", "test_sac.py",
               "test_suite_jumanji.py", "test_pipeline.py", "test_suite_brax.py",
               "test_replay_prioritized.py", "test_eval.py", "test_config_cli.py", "test_envs.py",
-              "test_suite_navix.py", "test_impala.py", "test_suite_xminigrid.py",
+              "test_suite_navix.py", "test_impala.py", "test_pqn.py", "test_suite_xminigrid.py",
               "test_results.py", "test_custom_env.py", "test_seeds.py", "test_obs_structures.py")
 
 

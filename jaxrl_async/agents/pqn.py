@@ -33,10 +33,11 @@ parameters' age. The learner recomputes every max_a Q(x'_t, a) with its current
 parameters, so the one-step part of each target is exact Q-learning, off-policy whatever
 acted. The λ-weighted part sums the rewards the behaviour earned along the rollout,
 without importance weights and without cutting the trace where the behaviour (stale, and
-exploring) departs from the current greedy policy: Peng's Q(λ) is biased towards the
-behaviour's values by about λ^k after k steps, and a stale behaviour adds to the
-exploration's share of that bias rather than bringing a new kind; λ = 0 removes it, and
-λ sets how fast it fades. README (PQN) has the lag study.
+exploring) departs from the current greedy policy: the share of a target that follows
+the behaviour's actions for k steps or more is λ^k, and Peng's Q(λ) is biased towards
+the behaviour's values by that much. A stale behaviour adds to the exploration's share of
+that bias rather than bringing a new kind; λ = 0 removes it. README (PQN) has the lag
+study.
 """
 
 from __future__ import annotations
