@@ -32,8 +32,9 @@ def cli():
 # first keeps one worker from ending alone on a long file. test_multidevice comes before
 # test_distributed, whose one-process references load test_multidevice's programs from the
 # compile cache (same configs, same forced devices) when it has finished them.
-LONG_FIRST = ("test_multidevice.py", "test_memory.py", "test_checkpoint.py", "test_suite_craftax.py",
-              "test_dqn.py", "test_r2d2.py", "test_train.py", "test_distributed.py", "test_sac.py",
+LONG_FIRST = ("test_multidevice.py", "test_memory.py", "test_checkpoint.py", "test_td3.py",
+              "test_notebook.py", "test_suite_craftax.py", "test_dqn.py", "test_r2d2.py",
+              "test_train.py", "test_distributed.py", "test_sac.py", "test_sweep.py",
               "test_suite_jumanji.py", "test_pipeline.py", "test_suite_brax.py",
               "test_replay_prioritized.py", "test_eval.py", "test_config_cli.py", "test_envs.py",
               "test_suite_navix.py", "test_impala.py", "test_pqn.py", "test_suite_xminigrid.py",
