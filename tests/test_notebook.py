@@ -12,13 +12,17 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NOTEBOOK = EXAMPLES / "quickstart.ipynb"
 
-RUNNER = """
+# Executes the notebook's code cells in order in one namespace (what "Run all" does).
+EXECUTE = """
 import json, sys
 cells = json.load(open(sys.argv[1]))["cells"]
 namespace = {"__name__": "__main__"}
 for i, cell in enumerate(cells):
     if cell["cell_type"] == "code":
         exec(compile("".join(cell["source"]), f"cell {i}", "exec"), namespace)
+"""
+
+RUNNER = EXECUTE + """
 print("RESULT", json.dumps({
     "cartpole_steps": int(namespace["result"].summary["env_steps"]) if "result" in namespace
     else None,
@@ -44,13 +48,7 @@ def test_quickstart_notebook_runs(tmp_path):
     assert len(seeds) == 4 and np.sum(seeds > 0.9) >= 3 and np.median(seeds) > 0.9, seeds
 
 
-SWEEP_RUNNER = """
-import json, sys
-cells = json.load(open(sys.argv[1]))["cells"]
-namespace = {"__name__": "__main__"}
-for i, cell in enumerate(cells):
-    if cell["cell_type"] == "code":
-        exec(compile("".join(cell["source"]), f"cell {i}", "exec"), namespace)
+SWEEP_RUNNER = EXECUTE + """
 result = namespace["result"]
 print("RESULT", json.dumps({
     "points": result.points, "best": result.best, "sweep_dir": str(result.sweep_dir),
