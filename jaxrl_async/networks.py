@@ -37,6 +37,11 @@ def _dense(features: int, scale: float) -> nn.Dense:
                     bias_init=nn.initializers.zeros)
 
 
+def _normed(x, layer_norm: bool):
+    """`x` through a LayerNorm (its own scale and bias) over the last axis, if asked."""
+    return nn.LayerNorm()(x) if layer_norm else x
+
+
 def observation_leaves(obs) -> list:
     """The arrays an encoder reads from `obs` [B, ...]: the array itself, or a dict's
     entries in key order, the action mask left out."""
@@ -86,11 +91,6 @@ class Encoder(nn.Module):
                     x = ACTIVATIONS[self.activation](_normed(x, self.layer_norm))
             features.append(x.reshape(x.shape[0], -1))
         return jnp.concatenate(features, axis=-1)
-
-
-def _normed(x, layer_norm: bool):
-    """`x` through a LayerNorm (its own scale and bias) over the last axis, if asked."""
-    return nn.LayerNorm()(x) if layer_norm else x
 
 
 class MLP(nn.Module):
