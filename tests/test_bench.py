@@ -96,4 +96,5 @@ def test_bench_overrides_keep_an_off_policy_agents_rollout():
     for name in ("sac_pendulum", "td3_pendulum", "dqn_cartpole"):
         kept = bench.bench_overrides(name, [])
         assert kept == ["train.progress=false"], name
-        assert load_config(name, kept).pipeline.rollout_len == load_config(name).pipeline.rollout_len
+        shipped = load_config(name).pipeline.rollout_len
+        assert load_config(name, kept).pipeline.rollout_len == shipped, name
