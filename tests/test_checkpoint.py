@@ -72,17 +72,20 @@ def _interrupt_at(env_steps):
     return callback
 
 
-def assert_resume_is_bitwise(config, tmp_path):
-    """Train `config` to the end, then again, interrupted at its first log point and
+def assert_resume_is_bitwise(config, tmp_path, reference=None, reference_dir=None):
+    """Train `config` to the end (unless `reference`, a finished run of it in
+    `reference_dir`, is given), then again, interrupted at its first log point and
     resumed: the same final state and log records. Returns the uninterrupted result."""
-    reference = jaxrl_async.train(config, run_dir=tmp_path / "reference")
+    if reference is None:
+        reference_dir = tmp_path / "reference"
+        reference = jaxrl_async.train(config, run_dir=reference_dir)
     log_points = [int(s) for s in reference.metrics["env_steps"]]
     run_dir = tmp_path / "run"
     with pytest.raises(jaxrl_async.TrainingInterrupted):
         jaxrl_async.train(config, run_dir=run_dir, callbacks=[_interrupt_at(log_points[0])])
     resumed = jaxrl_async.resume(run_dir)
     assert_same_state(resumed.state, reference.state)
-    assert_same_records(_records(run_dir), _records(tmp_path / "reference"))
+    assert_same_records(_records(run_dir), _records(reference_dir))
     return reference
 
 

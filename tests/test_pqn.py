@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from learning import assert_learns, curves
 from probe_envs import MaskedImageMatch, walk_rollout
-from test_checkpoint import _interrupt_at, _records, assert_same_records, assert_same_state
+from test_checkpoint import assert_resume_is_bitwise
 from test_returns import q_lambda_reference
 
 import jaxrl_async
@@ -216,13 +216,7 @@ def test_resume_is_bitwise_the_uninterrupted_run(lag1_run, tmp_path):
     """Lag 1: the parameters, the optimizer, the parameter queue and the trajectory in
     flight all come back from the checkpoint."""
     config, reference, reference_dir = lag1_run
-    log_points = [int(s) for s in reference.metrics["env_steps"]]
-    run_dir = tmp_path / "run"
-    with pytest.raises(jaxrl_async.TrainingInterrupted):
-        jaxrl_async.train(config, run_dir=run_dir, callbacks=[_interrupt_at(log_points[0])])
-    resumed = jaxrl_async.resume(run_dir)
-    assert_same_state(resumed.state, reference.state)
-    assert_same_records(_records(run_dir), _records(reference_dir))
+    assert_resume_is_bitwise(config, tmp_path, reference, reference_dir)
 
 
 def test_learn_reads_every_sweepable_value_from_the_learner_state(walk):
