@@ -24,21 +24,18 @@ import statistics
 import sys
 from pathlib import Path
 
+from jaxrl_async.errors import UserError
+from jaxrl_async.plot import _pyplot, _save, load_run
+
 
 def load(run_dir: Path) -> dict:
     """A seed's config name and its records' (clock seconds, env steps, return)."""
-    summary = json.loads((run_dir / "summary.json").read_text())
+    run = load_run(run_dir)  # the records plot.py reads; UserError if there are none
+    summary = json.loads((Path(run_dir) / "summary.json").read_text())
     offset = summary["wall_seconds"] - summary["train_seconds"]
-    points = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            ret = r.get("episode_return")
-            points.append((offset + r["wall_seconds"], r["env_steps"],
-                           math.nan if ret is None else float(ret)))
-    if not points:
-        raise ValueError(f"{run_dir}: no records")
-    return {"config": summary.get("config", run_dir.parent.name), "points": points}
+    points = list(zip((offset + run["wall_seconds"]).tolist(), run["env_steps"].tolist(),
+                      run["episode_return"].tolist()))
+    return {"config": run["name"], "points": points}
 
 
 def at(points, index: int, budget: float):
@@ -89,9 +86,7 @@ def format_table(rows, seconds: float, steps: float) -> str:
 
 
 def plot(groups, seconds: float, out: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, (name, runs) in enumerate(groups.items()):
         for k, run in enumerate(runs):
@@ -101,9 +96,7 @@ def plot(groups, seconds: float, out: Path) -> None:
     ax.set_xlabel("wall time from train() start (s)")
     ax.set_ylabel("episode return (training)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    _save(fig, out)
 
 
 def main(argv=None) -> int:
@@ -117,7 +110,7 @@ def main(argv=None) -> int:
     for run_dir in args.run_dirs:
         try:
             run = load(run_dir)
-        except (OSError, ValueError, KeyError) as e:
+        except (OSError, KeyError, UserError) as e:
             print(f"compare_wall: {run_dir} is not a finished run directory ({e})", file=sys.stderr)
             return 2
         groups.setdefault(run["config"], []).append(run)
