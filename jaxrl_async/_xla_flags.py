@@ -1,16 +1,34 @@
 """CPU XLA flags set before JAX starts its backend.
 
-XLA's concurrency-optimized CPU scheduler (jax 0.10) makes our scanned training
-programs slower, doubles their compile time, and can hang a program vmapped over
-seeds (threads idle forever after compiling). Measurements are in the README.
-We turn it off unless the user already said something about it in XLA_FLAGS.
-The flag only affects the CPU backend; XLA reads it when the backend starts, so
-it must be in the environment before the first JAX computation.
+XLA reads XLA_FLAGS when its CPU backend starts, so these must be in the environment
+before the first JAX computation; each is added only where XLA_FLAGS does not already
+say something about it, and none with JAXRL_ASYNC_KEEP_XLA_FLAGS set. Measurements are
+in the README (Speed).
+
+- XLA's concurrency-optimized CPU scheduler (jax 0.10) makes our scanned training
+  programs slower, doubles their compile time, and can hang a program vmapped over
+  seeds (threads idle forever after compiling): off.
+- One CPU device per core (at most MAX_CPU_DEVICES): XLA runs a one-device program's
+  small kernels one after another on a CPU, so a small learner leaves the other cores
+  idle; as devices, the cores take halves of the batch (`config.choose_devices` picks
+  how many a run uses; `pipeline.devices=1` keeps one). Only the CPU platform's device
+  count changes; on a GPU host the GPUs are the devices.
 """
 
 import os
 
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
+DEVICES_FLAG = "--xla_force_host_platform_device_count"
+# Measured on 2 cores only; more devices than this are left to XLA_FLAGS.
+MAX_CPU_DEVICES = 8
+
+
+def cpu_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def apply_default_xla_flags() -> None:
@@ -18,4 +36,8 @@ def apply_default_xla_flags() -> None:
         return
     flags = os.environ.get("XLA_FLAGS", "")
     if SCHEDULER_FLAG not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {SCHEDULER_FLAG}=false".strip()
+        flags = f"{flags} {SCHEDULER_FLAG}=false"
+    devices = min(cpu_cores(), MAX_CPU_DEVICES)
+    if DEVICES_FLAG not in flags and devices > 1:
+        flags = f"{flags} {DEVICES_FLAG}={devices}"
+    os.environ["XLA_FLAGS"] = flags.strip()

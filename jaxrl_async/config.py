@@ -334,14 +334,18 @@ def _build(raw, overrides: Sequence[str], name: str) -> Config:
     return config
 
 
-# `pipeline.devices=0` splits a run over several devices where each device gets at least
-# this many rows in every gradient step and this many env steps in every tick: below
-# either, the all-reduce of every gradient step (and the rendezvous of every tick) costs
-# more than the smaller share of the work saves. Measured on two forced CPU devices
-# (scripts/bench_devices.py; README, Speed): PPO on CartPole at 4 envs (64 rows, 256
-# steps per device) ran at 0.58x one device, at 16 envs (256, 1024) at 1.31x, at 64 envs
-# (1024, 4096) at 1.58x; IMPALA at 16 envs x 32 steps (256 rows, 256 steps) at 0.66x;
-# recurrent PPO at 16 envs (2 sequences a step per device) at 0.74x.
+# `pipeline.devices=0` on CPU devices (forced ones: the cores, `_xla_flags`). Measured on
+# two forced CPU devices with Philox keys (scripts/bench_devices.py; README, Speed), two
+# devices against one, each config as shipped: off-policy learners gained at every size
+# measured (dqn_cartpole 1.18x, sac_pendulum 1.34x, td3_pendulum 1.20x,
+# r2d2_cartpole_masked 1.69x, dqn_breakout_minatar 1.01x), so they take the most devices
+# their batches split over; on-policy ones did not reliably (ppo_cartpole 1.06x,
+# impala_cartpole 1.01x, pqn_cartpole 1.13x, ppo_rnn_cartpole_masked 1.24x, PPO at 2048
+# envs 1.10x, but ppo_cartpole_async 0.55x, ppo_pendulum 0.59x, ppo_breakout_minatar
+# 0.95x, pqn_breakout_minatar 0.88x), so they stay on one. Off CPU (not measured here) a
+# run takes every device where each gets at least this many rows in every gradient step
+# and env steps in every tick: below either, the all-reduce of every gradient step can
+# cost more than the smaller share of the work saves.
 MIN_ROWS_PER_DEVICE = 256
 MIN_STEPS_PER_DEVICE = 1024
 
@@ -361,11 +365,23 @@ def learner_rows(config: Config) -> int:
     return rows * config.train.num_seeds
 
 
+def _splits_over(config: Config, devices: int) -> bool:
+    """Whether the run's batches (envs, minibatches, replay) divide over `devices`."""
+    candidate = dataclasses.replace(
+        config, pipeline=dataclasses.replace(config.pipeline, devices=devices))
+    try:
+        validate(candidate)
+    except ConfigError:
+        return False
+    return True
+
+
 def choose_devices(config: Config) -> tuple[int, str]:
     """(devices, why): `pipeline.devices` if set; with 0, all devices where a run must span
-    them (several processes, split placement) or where each device's share of a gradient
-    step and of a tick is large enough (MIN_ROWS_PER_DEVICE, MIN_STEPS_PER_DEVICE), else
-    one."""
+    them (several processes, split placement); on CPU, for an off-policy agent the most
+    devices its batches split over and for an on-policy one one device; elsewhere all
+    devices where each one's share of a gradient step and of a tick is large enough
+    (MIN_ROWS_PER_DEVICE, MIN_STEPS_PER_DEVICE), and one where it is not."""
     available = _device_count()
     if config.pipeline.devices:
         return config.pipeline.devices, f"pipeline.devices={config.pipeline.devices}"
@@ -375,6 +391,16 @@ def choose_devices(config: Config) -> tuple[int, str]:
         return available, "a run over several processes spans every device"
     if config.pipeline.placement == "split":
         return available, "split placement"
+    force = f"(pipeline.devices={available} forces {available})"
+    if _platform() == "cpu":
+        if getattr(type(config.agent), "DATA", "trajectory") != "replay":
+            return 1, (f"one device: on CPU, data parallelism does not reliably pay for an "
+                       f"on-policy learner {force}")
+        for devices in range(available, 1, -1):
+            if _splits_over(config, devices):
+                return devices, (f"data parallel over {devices} of {available} CPU devices "
+                                 f"(an off-policy learner)")
+        return 1, f"one device: the run's batches split over no more {force}"
     rows = learner_rows(config) // available
     steps = config.batch_size * config.train.num_seeds // available
     share = (f"{rows:,} rows per gradient step and {steps:,} env steps per tick on "
@@ -384,8 +410,7 @@ def choose_devices(config: Config) -> tuple[int, str]:
     if rows >= MIN_ROWS_PER_DEVICE and steps >= MIN_STEPS_PER_DEVICE:
         return available, f"data parallel: {share}"
     return 1, (f"one device: {share} would be below {MIN_ROWS_PER_DEVICE:,} and "
-               f"{MIN_STEPS_PER_DEVICE:,}, where splitting pays (pipeline.devices="
-               f"{available} forces it)")
+               f"{MIN_STEPS_PER_DEVICE:,}, where splitting pays {force}")
 
 
 def validate(config: Config) -> None:
@@ -453,6 +478,13 @@ def _device_count() -> int:
     import jax
 
     return jax.device_count()
+
+
+def _platform() -> str:
+    """The platform the run's devices are on ("cpu", "gpu", "tpu")."""
+    import jax
+
+    return jax.default_backend()
 
 
 def _process_count() -> int:

@@ -174,12 +174,37 @@ def test_activation_names_match_the_networks():
     ("ppo_cartpole_async", ["pipeline.placement=split", "pipeline.actor_devices=2"], 4,
      "split placement"),
 ])
-def test_devices_0_splits_a_run_only_where_each_device_gets_enough_work(
+def test_devices_0_off_cpu_splits_a_run_only_where_each_device_gets_enough_work(
         monkeypatch, name, overrides, devices, why):
     from jaxrl_async import config as config_module
 
     monkeypatch.setattr(config_module, "_device_count", lambda: 4)
+    monkeypatch.setattr(config_module, "_platform", lambda: "gpu")
     config = load_config(name, overrides)
     assert config.num_devices == devices
     assert why in config_module.choose_devices(config)[1]
     assert config.prng_impl == "philox4x32"  # on any device count (sharding.lower_mulhi_on_meshes)
+
+
+@pytest.mark.parametrize("name, overrides, devices, why", [
+    # on-policy: one device at any size
+    ("ppo_cartpole", [], 1, "does not reliably pay for an on-policy learner"),
+    ("ppo_cartpole", ["env.num_envs=2048"], 1, "on-policy"),
+    ("pqn_breakout_minatar", [], 1, "on-policy"),
+    # off-policy: the most devices the batches split over; 10 envs split over 2 of the 4
+    ("dqn_cartpole", [], 2, "data parallel over 2 of 4 CPU devices (an off-policy"),
+    ("r2d2_cartpole_masked", [], 4, "data parallel over 4 of 4"),
+    ("sac_pendulum", ["env.num_envs=1"], 1, "split over no more (pipeline.devices=4"),
+    # 6 envs but a replay batch of 128: 3 devices take the envs, not the batch; 2 take both
+    ("sac_pendulum", ["env.num_envs=6"], 2, "over 2 of 4"),
+    ("sac_pendulum", ["pipeline.devices=1"], 1, "pipeline.devices=1"),
+])
+def test_devices_0_on_cpu_splits_off_policy_learners_only(
+        monkeypatch, name, overrides, devices, why):
+    from jaxrl_async import config as config_module
+
+    monkeypatch.setattr(config_module, "_device_count", lambda: 4)
+    monkeypatch.setattr(config_module, "_platform", lambda: "cpu")
+    config = load_config(name, overrides)
+    assert config.num_devices == devices
+    assert why in config_module.choose_devices(config)[1]
