@@ -334,20 +334,22 @@ def _build(raw, overrides: Sequence[str], name: str) -> Config:
     return config
 
 
-# `pipeline.devices=0` on CPU devices (forced ones: the cores, `_xla_flags`). Measured on
-# two forced CPU devices with Philox keys (scripts/bench_devices.py; README, Speed), two
-# devices against one, each config as shipped: off-policy learners gained at every size
-# measured (dqn_cartpole 1.18x, sac_pendulum 1.34x, td3_pendulum 1.20x,
-# r2d2_cartpole_masked 1.69x, dqn_breakout_minatar 1.01x), so they take the most devices
-# their batches split over; on-policy ones did not reliably (ppo_cartpole 1.06x,
-# impala_cartpole 1.01x, pqn_cartpole 1.13x, ppo_rnn_cartpole_masked 1.24x, PPO at 2048
-# envs 1.10x, but ppo_cartpole_async 0.55x, ppo_pendulum 0.59x, ppo_breakout_minatar
-# 0.95x, pqn_breakout_minatar 0.88x), so they stay on one. Off CPU (not measured here) a
-# run takes every device where each gets at least this many rows in every gradient step
-# and env steps in every tick: below either, the all-reduce of every gradient step can
-# cost more than the smaller share of the work saves.
+# `pipeline.devices=0`. Measured on two forced CPU devices with Philox keys
+# (scripts/bench_devices.py; README, Speed), two devices against one, each config as
+# shipped. Off-policy learners gained at every size measured (dqn_cartpole 1.18x,
+# sac_pendulum 1.34x, td3_pendulum 1.20x, r2d2_cartpole_masked 1.69x,
+# dqn_breakout_minatar 1.01x): on CPU they take the most devices their batches split
+# over. On-policy ones gained where each device gets at least MIN_ROWS_PER_DEVICE rows in
+# every gradient step and MIN_STEPS_PER_DEVICE env steps in every tick (PPO at 2048 envs
+# 1.10x, 16 seeds of ppo_cartpole 1.5x) and lost below (ppo_cartpole_async 0.55x,
+# ppo_pendulum 0.59x): a gradient step's all-reduce cost more than the smaller share
+# saved. Above them, the 256-wide MinAtar MLPs lost too (ppo_breakout_minatar 0.95x,
+# pqn_breakout_minatar 0.88x; the 64-wide ones gained), so on CPU a layer of WIDE_LAYER
+# units or more keeps an on-policy learner on one device. Off CPU nothing is measured
+# here; the thresholds apply to every learner.
 MIN_ROWS_PER_DEVICE = 256
 MIN_STEPS_PER_DEVICE = 1024
+WIDE_LAYER = 256
 
 
 def learner_rows(config: Config) -> int:
@@ -378,10 +380,10 @@ def _splits_over(config: Config, devices: int) -> bool:
 
 def choose_devices(config: Config) -> tuple[int, str]:
     """(devices, why): `pipeline.devices` if set; with 0, all devices where a run must span
-    them (several processes, split placement); on CPU, for an off-policy agent the most
-    devices its batches split over and for an on-policy one one device; elsewhere all
-    devices where each one's share of a gradient step and of a tick is large enough
-    (MIN_ROWS_PER_DEVICE, MIN_STEPS_PER_DEVICE), and one where it is not."""
+    them (several processes, split placement); on CPU, for an off-policy learner the most
+    devices its batches split over, and none for an on-policy one with a layer of
+    WIDE_LAYER units; else all devices where each one's share of a gradient step and of a
+    tick is large enough (MIN_ROWS_PER_DEVICE, MIN_STEPS_PER_DEVICE), one where not."""
     available = _device_count()
     if config.pipeline.devices:
         return config.pipeline.devices, f"pipeline.devices={config.pipeline.devices}"
@@ -393,14 +395,15 @@ def choose_devices(config: Config) -> tuple[int, str]:
         return available, "split placement"
     force = f"(pipeline.devices={available} forces {available})"
     if _platform() == "cpu":
-        if getattr(type(config.agent), "DATA", "trajectory") != "replay":
-            return 1, (f"one device: on CPU, data parallelism does not reliably pay for an "
-                       f"on-policy learner {force}")
-        for devices in range(available, 1, -1):
-            if _splits_over(config, devices):
-                return devices, (f"data parallel over {devices} of {available} CPU devices "
-                                 f"(an off-policy learner)")
-        return 1, f"one device: the run's batches split over no more {force}"
+        if getattr(type(config.agent), "DATA", "trajectory") == "replay":
+            for devices in range(available, 1, -1):
+                if _splits_over(config, devices):
+                    return devices, (f"data parallel over {devices} of {available} CPU "
+                                     f"devices (an off-policy learner)")
+            return 1, f"one device: the run's batches split over no more {force}"
+        if max(getattr(config.agent, "hidden_sizes", ()) or (0,)) >= WIDE_LAYER:
+            return 1, (f"one device: on CPU an on-policy learner with {WIDE_LAYER}-unit or "
+                       f"wider layers ran slower split {force}")
     rows = learner_rows(config) // available
     steps = config.batch_size * config.train.num_seeds // available
     share = (f"{rows:,} rows per gradient step and {steps:,} env steps per tick on "

@@ -187,10 +187,11 @@ def test_devices_0_off_cpu_splits_a_run_only_where_each_device_gets_enough_work(
 
 
 @pytest.mark.parametrize("name, overrides, devices, why", [
-    # on-policy: one device at any size
-    ("ppo_cartpole", [], 1, "does not reliably pay for an on-policy learner"),
-    ("ppo_cartpole", ["env.num_envs=2048"], 1, "on-policy"),
-    ("pqn_breakout_minatar", [], 1, "on-policy"),
+    # on-policy: the thresholds (as off CPU), but not with 256-unit layers
+    ("ppo_cartpole", [], 1, "one device: 32 rows per gradient step"),
+    ("ppo_cartpole", ["env.num_envs=2048"], 4, "data parallel: 16,384 rows"),
+    ("ppo_breakout_minatar", [], 1, "256-unit or wider layers"),
+    ("pqn_breakout_minatar", [], 1, "256-unit or wider layers"),
     # off-policy: the most devices the batches split over; 10 envs split over 2 of the 4
     ("dqn_cartpole", [], 2, "data parallel over 2 of 4 CPU devices (an off-policy"),
     ("r2d2_cartpole_masked", [], 4, "data parallel over 4 of 4"),
@@ -199,7 +200,7 @@ def test_devices_0_off_cpu_splits_a_run_only_where_each_device_gets_enough_work(
     ("sac_pendulum", ["env.num_envs=6"], 2, "over 2 of 4"),
     ("sac_pendulum", ["pipeline.devices=1"], 1, "pipeline.devices=1"),
 ])
-def test_devices_0_on_cpu_splits_off_policy_learners_only(
+def test_devices_0_on_cpu_splits_off_policy_learners_and_keeps_wide_on_policy_ones(
         monkeypatch, name, overrides, devices, why):
     from jaxrl_async import config as config_module
 
