@@ -344,12 +344,12 @@ def _build(raw, overrides: Sequence[str], name: str) -> Config:
 # 1.10x, 16 seeds of ppo_cartpole 1.5x) and lost below (ppo_cartpole_async 0.55x,
 # ppo_pendulum 0.59x): a gradient step's all-reduce cost more than the smaller share
 # saved. Above them, the 256-wide MinAtar MLPs lost too (ppo_breakout_minatar 0.95x,
-# pqn_breakout_minatar 0.88x; the 64-wide ones gained), so on CPU a layer of WIDE_LAYER
-# units or more keeps an on-policy learner on one device. Off CPU nothing is measured
-# here; the thresholds apply to every learner.
+# pqn_breakout_minatar 0.88x; every gain was 64 wide), so on CPU a layer of WIDE_LAYER
+# units or more (128: not measured, kept on one device) keeps an on-policy learner on
+# one device. Off CPU nothing is measured here; the thresholds apply to every learner.
 MIN_ROWS_PER_DEVICE = 256
 MIN_STEPS_PER_DEVICE = 1024
-WIDE_LAYER = 256
+WIDE_LAYER = 128
 
 
 def learner_rows(config: Config) -> int:
@@ -403,7 +403,7 @@ def choose_devices(config: Config) -> tuple[int, str]:
             return 1, f"one device: the run's batches split over no more {force}"
         if max(getattr(config.agent, "hidden_sizes", ()) or (0,)) >= WIDE_LAYER:
             return 1, (f"one device: on CPU an on-policy learner with {WIDE_LAYER}-unit or "
-                       f"wider layers ran slower split {force}")
+                       f"wider layers stays on one (256-unit ones ran slower split) {force}")
     rows = learner_rows(config) // available
     steps = config.batch_size * config.train.num_seeds // available
     share = (f"{rows:,} rows per gradient step and {steps:,} env steps per tick on "

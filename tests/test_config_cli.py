@@ -187,11 +187,12 @@ def test_devices_0_off_cpu_splits_a_run_only_where_each_device_gets_enough_work(
 
 
 @pytest.mark.parametrize("name, overrides, devices, why", [
-    # on-policy: the thresholds (as off CPU), but not with 256-unit layers
+    # on-policy: the thresholds (as off CPU), but not with 128-unit or wider layers
     ("ppo_cartpole", [], 1, "one device: 32 rows per gradient step"),
     ("ppo_cartpole", ["env.num_envs=2048"], 4, "data parallel: 16,384 rows"),
-    ("ppo_breakout_minatar", [], 1, "256-unit or wider layers"),
-    ("pqn_breakout_minatar", [], 1, "256-unit or wider layers"),
+    ("ppo_breakout_minatar", [], 1, "128-unit or wider layers"),
+    ("pqn_breakout_minatar", [], 1, "128-unit or wider layers"),
+    ("ppo_cartpole", ["env.num_envs=2048", "agent.hidden_sizes=[128]"], 1, "128-unit"),
     # off-policy: the most devices the batches split over; 10 envs split over 2 of the 4
     ("dqn_cartpole", [], 2, "data parallel over 2 of 4 CPU devices (an off-policy"),
     ("r2d2_cartpole_masked", [], 4, "data parallel over 4 of 4"),
