@@ -51,7 +51,23 @@ def resume_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> Config:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"run directory {run_dir} not found")
-    return load_config(run_dir / "config.yaml", overrides)
+    config = load_config(run_dir / "config.yaml", overrides)
+    if config.pipeline.devices == 0:  # keep the device count the run chose (the layout)
+        devices = _saved_devices(run_dir)
+        if devices:
+            config = load_config(run_dir / "config.yaml",
+                                 [*overrides, f"pipeline.devices={devices}"])
+    return config
+
+
+def _saved_devices(run_dir: Path) -> int | None:
+    """The device count in the latest checkpoint's metadata (None: no checkpoint, or one
+    written before the count was recorded)."""
+    try:
+        _, info = ckpt.read_meta(checkpoint_dir(run_dir))
+        return int(info["devices"])
+    except (ckpt.CheckpointError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict:
@@ -71,6 +87,8 @@ def check_changes(saved_yaml: str, config: Config) -> None:
     old = _flatten(yaml.safe_load(saved_yaml))
     new = _flatten(yaml.safe_load(config.to_yaml()))
     for key in sorted(old.keys() & new.keys()):
+        if key == "pipeline.devices" and old[key] == 0:
+            continue  # chosen by the run; resume_config pins its count
         if key not in RESUMABLE and old.get(key) != new.get(key):
             raise ConfigError(f"cannot change {key} when resuming (the run has "
                               f"{old.get(key)!r}, asked for {new.get(key)!r}); resumable: "

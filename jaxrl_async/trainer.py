@@ -590,6 +590,7 @@ def _due(every: int, call: int, steps_per_call: int) -> bool:
 def _checkpoint_meta(config: Config, call: int, ticks: int, train_seconds: float) -> dict:
     return {"env_steps": call * ticks * config.batch_size, "calls": call, "ticks": ticks,
             "train_seconds": train_seconds, "prng_impl": config.prng_impl,
+            "devices": config.num_devices,
             "config": config.to_yaml(), "jax_version": jax.__version__}
 
 

@@ -385,3 +385,28 @@ def test_cli_resume_with_a_changed_key_exits_2(cli, tmp_path, finished_run):
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "agent.learning_rate" in lines[0], lines
     assert _snapshot(run_dir) == before
+
+
+def test_a_resume_keeps_the_device_count_the_run_chose(tmp_path, monkeypatch):
+    """`pipeline.devices=0` is chosen anew on each machine (a CPU is one device per core
+    by default), but a checkpoint's layout is fixed: a resume pins the count the
+    checkpoint records, and a checkpoint without one leaves the choice to the machine."""
+    from jaxrl_async import config as config_module
+    from jaxrl_async import rundir
+
+    saved = jaxrl_async.load_config("dqn_cartpole").to_yaml()
+    (tmp_path / "config.yaml").write_text(saved)
+    monkeypatch.setattr(config_module, "_device_count", lambda: 2)
+    monkeypatch.setattr(rundir.ckpt, "read_meta", lambda _: (12000, {"devices": 1}))
+    config = rundir.resume_config(tmp_path)
+    assert config.pipeline.devices == 1 and config.num_devices == 1
+    rundir.check_changes(saved, config)  # the pinned count is not a change
+    with pytest.raises(jaxrl_async.ConfigError, match="cannot change pipeline.devices"):
+        rundir.check_changes(config.to_yaml(), rundir.resume_config(
+            tmp_path, ["pipeline.devices=2"]))
+
+    def no_checkpoint(_):
+        raise rundir.ckpt.CheckpointError("no checkpoint")
+
+    monkeypatch.setattr(rundir.ckpt, "read_meta", no_checkpoint)
+    assert rundir.resume_config(tmp_path).pipeline.devices == 0
