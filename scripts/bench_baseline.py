@@ -25,7 +25,11 @@ Textbook simplifications against the trainer (all cost the baseline nothing or l
 PPO treats a truncated episode as terminal (the trainer bootstraps from V of the final
 observation, one more critic pass); the baselines use JAX's default PRNG (threefry; the
 trainer's train.prng=auto picks philox4x32 on one device: `--baseline-prng philox4x32`
-gives the baselines the same). Both run under the XLA flags `import jaxrl_async` sets.
+gives the baselines the same). Both run under the XLA flags `import jaxrl_async` sets,
+one CPU device per core included: the trainer runs with its default `pipeline.devices=0`,
+which on CPU splits an off-policy learner (and a large on-policy one) over the cores,
+while each baseline is one program on one device (`--trainer-override
+pipeline.devices=1` pins the trainer to one too).
 
 Where the off-policy time goes (2-core EPYC, jax 0.10.2, one core pinned): at SAC's
 1 env / 1 update of 256 a step, an update is all but the whole tick (the actor, store
