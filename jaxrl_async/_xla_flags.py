@@ -8,11 +8,10 @@ in the README (Speed).
 - XLA's concurrency-optimized CPU scheduler (jax 0.10) makes our scanned training
   programs slower, doubles their compile time, and can hang a program vmapped over
   seeds (threads idle forever after compiling): off.
-- One CPU device per core (at most MAX_CPU_DEVICES): XLA runs a one-device program's
-  small kernels one after another on a CPU, so a small learner leaves the other cores
-  idle; as devices, the cores take halves of the batch (`config.choose_devices` picks
-  how many a run uses; `pipeline.devices=1` keeps one). Only the CPU platform's device
-  count changes; on a GPU host the GPUs are the devices.
+- One CPU device per core (at most MAX_CPU_DEVICES): as devices, the cores take parts
+  of the batch, which made several small learners faster on two cores (README, Speed).
+  `config.choose_devices` picks how many a run uses; `pipeline.devices=1` keeps one.
+  Only the CPU platform's device count changes; on a GPU host the GPUs are the devices.
 """
 
 import os

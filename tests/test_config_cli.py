@@ -157,56 +157,45 @@ def test_activation_names_match_the_networks():
     assert sorted(ACTIVATIONS) == sorted(ACTIVATION_NAMES)
 
 
-@pytest.mark.parametrize("name, overrides, devices, why", [
+@pytest.mark.parametrize("platform, name, overrides, devices, why", [
+    # off CPU: the row and env-step thresholds for every learner
     # 4 envs x 128 steps / 4 minibatches = 128 samples a gradient step, 512 steps a tick
-    ("ppo_cartpole", [], 1, "one device: 32 rows per gradient step and 128 env steps"),
+    ("gpu", "ppo_cartpole", [], 1, "one device: 32 rows per gradient step and 128 env steps"),
     # 32 x 128 / 4 = 1,024 samples, 4,096 steps: 256 and 1,024 on each of 4 devices
-    ("ppo_cartpole", ["env.num_envs=32"], 4, "data parallel: 256 rows"),
+    ("gpu", "ppo_cartpole", ["env.num_envs=32"], 4, "data parallel: 256 rows"),
     # recurrent: the rows are the 32 / 4 = 8 sequences a gradient step scans over
-    ("ppo_cartpole", ["env.num_envs=32", "agent.memory=gru"], 1, "2 rows per gradient step"),
-    ("ppo_cartpole", ["env.num_envs=32", "pipeline.rollout_len=64"], 1, "512 env steps"),
+    ("gpu", "ppo_cartpole", ["env.num_envs=32", "agent.memory=gru"], 1,
+     "2 rows per gradient step"),
+    ("gpu", "ppo_cartpole", ["env.num_envs=32", "pipeline.rollout_len=64"], 1, "512 env steps"),
     # vmapped seeds share each all-reduce: 4 seeds of 8 x 128 / 4
-    ("ppo_cartpole", ["env.num_envs=8", "train.num_seeds=4"], 4, "data parallel"),
-    ("ppo_cartpole", ["env.num_envs=2050"], 1, "2050 envs do not split over 4"),
-    ("dqn_cartpole", ["replay.batch_size=1024", "env.num_envs=128", "pipeline.rollout_len=32"],
-     4, "data parallel"),
-    ("ppo_cartpole", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
-    ("ppo_cartpole_async", ["pipeline.placement=split", "pipeline.actor_devices=2"], 4,
+    ("gpu", "ppo_cartpole", ["env.num_envs=8", "train.num_seeds=4"], 4, "data parallel"),
+    ("gpu", "ppo_cartpole", ["env.num_envs=2050"], 1, "2050 envs do not split over 4"),
+    ("gpu", "dqn_cartpole", ["replay.batch_size=1024", "env.num_envs=128",
+                             "pipeline.rollout_len=32"], 4, "data parallel"),
+    ("gpu", "ppo_cartpole", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
+    ("gpu", "ppo_cartpole_async", ["pipeline.placement=split", "pipeline.actor_devices=2"], 4,
      "split placement"),
+    # CPU, on-policy: the thresholds, but not with 128-unit or wider layers
+    ("cpu", "ppo_cartpole", [], 1, "one device: 32 rows per gradient step"),
+    ("cpu", "ppo_cartpole", ["env.num_envs=2048"], 4, "data parallel: 16,384 rows"),
+    ("cpu", "ppo_breakout_minatar", [], 1, "128-unit or wider layers"),
+    ("cpu", "pqn_breakout_minatar", [], 1, "128-unit or wider layers"),
+    ("cpu", "ppo_cartpole", ["env.num_envs=2048", "agent.hidden_sizes=[128]"], 1, "128-unit"),
+    # CPU, off-policy: the most devices the batches split over; 10 envs split over 2 of 4
+    ("cpu", "dqn_cartpole", [], 2, "data parallel over 2 of 4 CPU devices (an off-policy"),
+    ("cpu", "r2d2_cartpole_masked", [], 4, "data parallel over 4 of 4"),
+    ("cpu", "sac_pendulum", ["env.num_envs=1"], 1, "split over no more (pipeline.devices=4"),
+    # 6 envs but a replay batch of 128: 3 devices take the envs, not the batch; 2 take both
+    ("cpu", "sac_pendulum", ["env.num_envs=6"], 2, "over 2 of 4"),
+    ("cpu", "sac_pendulum", ["pipeline.devices=1"], 1, "pipeline.devices=1"),
 ])
-def test_devices_0_off_cpu_splits_a_run_only_where_each_device_gets_enough_work(
-        monkeypatch, name, overrides, devices, why):
+def test_devices_0_chooses_by_platform_learner_and_work_per_device(
+        monkeypatch, platform, name, overrides, devices, why):
     from jaxrl_async import config as config_module
 
     monkeypatch.setattr(config_module, "_device_count", lambda: 4)
-    monkeypatch.setattr(config_module, "_platform", lambda: "gpu")
+    monkeypatch.setattr(config_module, "_platform", lambda: platform)
     config = load_config(name, overrides)
     assert config.num_devices == devices
     assert why in config_module.choose_devices(config)[1]
     assert config.prng_impl == "philox4x32"  # on any device count (sharding.lower_mulhi_on_meshes)
-
-
-@pytest.mark.parametrize("name, overrides, devices, why", [
-    # on-policy: the thresholds (as off CPU), but not with 128-unit or wider layers
-    ("ppo_cartpole", [], 1, "one device: 32 rows per gradient step"),
-    ("ppo_cartpole", ["env.num_envs=2048"], 4, "data parallel: 16,384 rows"),
-    ("ppo_breakout_minatar", [], 1, "128-unit or wider layers"),
-    ("pqn_breakout_minatar", [], 1, "128-unit or wider layers"),
-    ("ppo_cartpole", ["env.num_envs=2048", "agent.hidden_sizes=[128]"], 1, "128-unit"),
-    # off-policy: the most devices the batches split over; 10 envs split over 2 of the 4
-    ("dqn_cartpole", [], 2, "data parallel over 2 of 4 CPU devices (an off-policy"),
-    ("r2d2_cartpole_masked", [], 4, "data parallel over 4 of 4"),
-    ("sac_pendulum", ["env.num_envs=1"], 1, "split over no more (pipeline.devices=4"),
-    # 6 envs but a replay batch of 128: 3 devices take the envs, not the batch; 2 take both
-    ("sac_pendulum", ["env.num_envs=6"], 2, "over 2 of 4"),
-    ("sac_pendulum", ["pipeline.devices=1"], 1, "pipeline.devices=1"),
-])
-def test_devices_0_on_cpu_splits_off_policy_learners_and_keeps_wide_on_policy_ones(
-        monkeypatch, name, overrides, devices, why):
-    from jaxrl_async import config as config_module
-
-    monkeypatch.setattr(config_module, "_device_count", lambda: 4)
-    monkeypatch.setattr(config_module, "_platform", lambda: "cpu")
-    config = load_config(name, overrides)
-    assert config.num_devices == devices
-    assert why in config_module.choose_devices(config)[1]
