@@ -343,7 +343,8 @@ def _build(raw, overrides: Sequence[str], name: str) -> Config:
 # every gradient step and MIN_STEPS_PER_DEVICE env steps in every tick (PPO at 2048 envs
 # 1.10x, 16 seeds of ppo_cartpole 1.5x) and gained nothing below (ppo_cartpole_async
 # 1.06x, ppo_pendulum 0.98x): a gradient step's all-reduce (21-34 us on CPU) and two
-# device programs that slow each other cost about what the smaller share saves. Above them, the 256-wide MinAtar MLPs lost too (ppo_breakout_minatar 0.95x,
+# device programs that slow each other cost about what the smaller share saves. Above
+# them, the 256-wide MinAtar MLPs lost too (ppo_breakout_minatar 0.95x,
 # pqn_breakout_minatar 0.88x; every gain was 64 wide), so on CPU a layer of WIDE_LAYER
 # units or more (128: not measured, kept on one device) keeps an on-policy learner on
 # one device. Off CPU nothing is measured here; the thresholds apply to every learner.
