@@ -256,16 +256,18 @@ def test_two_devices():
 
 @pytest.mark.slow
 def test_r2d2_learns_masked_cartpole():
-    """The shipped config, 3 seeds in one program: the median and 2 of 3 seeds reach 300
-    with the velocities masked. Measured over seeds 0-15 in one program (one core): 16/16
-    >= 300 with the default keys (median 488), 13/16 with threefry2x32; a 3-seed program
-    on one core gave 500, 296, 493. Final returns are noisy (the last log interval's
-    episodes under epsilon 0.05), so one seed short of 300 is allowed."""
+    """The shipped config, 3 seeds in one program: the median and 2 of 3 seeds average at
+    least 300 over the last 5 log points (the last 50k of 300k steps) with the velocities
+    masked. One log point is too noisy to assert on (its episodes run under epsilon 0.05,
+    and a seed at 500 dips to ~250 for a point): CI once ended at 500, 284, 226 on it.
+    Over seeds 0-15 in one program with threefry2x32 keys (2026-12-02, the 2-core CI
+    class): the last point reached 300 in 15/16 (min 251), the mean of the last 5 in
+    16/16 (min 330, median 427)."""
     config = jaxrl_async.load_config("r2d2_cartpole_masked", [
         "train.num_seeds=3", "train.progress=false"])
     assert config.env.mask_obs == (1, 3)
     result = jaxrl_async.train(config)
-    assert_learns(result, 300.0, min_passing=2)
+    assert_learns(result, 300.0, min_passing=2, last=5)
 
 
 # The LSTM's (c, h) carry: the GRU's shares every line but the cell, whose unroll
