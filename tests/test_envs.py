@@ -381,3 +381,34 @@ def test_cli_envs_of_one_suite_shows_spaces(cli, tmp_path):
     assert "unavailable" in lines["jumanji:Sokoban-v0"]  # its levels need a download
     bad = cli("envs", "nope", cwd=tmp_path, timeout=60)
     assert bad.returncode == 2 and "unknown suite 'nope'" in bad.stderr
+
+
+def test_making_a_gymnax_env_defers_its_renderers_plotting_modules():
+    """seaborn (with scipy.stats) and matplotlib.pyplot, which gymnax imports for `render`,
+    are not loaded by making and stepping an env, and load in full on first use."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys
+        import jax
+        from jaxrl_async import envs
+        env, params = envs.make("Pong-misc")
+        obs, state = env.reset(jax.random.key(0), params)
+        env.step(jax.random.key(1), state, 0, params)
+        assert "scipy.stats" not in sys.modules and "pandas" not in sys.modules
+        import seaborn as sns
+        import matplotlib
+        import matplotlib.pyplot as plt
+        assert len(sns.color_palette("cubehelix", 3)) == 3  # what Pong's render calls
+        import seaborn
+        assert type(seaborn).__name__ == "module" and seaborn.__version__
+        matplotlib.use("Agg")
+        assert plt.subplots is matplotlib.pyplot.subplots and "scipy.stats" in sys.modules
+        from gymnax.environments.misc import pong
+        assert pong.sns.color_palette is seaborn.color_palette
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]

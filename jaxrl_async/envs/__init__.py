@@ -1,8 +1,8 @@
 """Environments: `make(name, **kwargs)` for gymnax ids, registered names and a user's
 `module.path:factory`; the spec check and the wrappers.
 
-gymnax is imported lazily: it pulls in scipy and seaborn (about 2 s), which a CLI
-call that fails on its config should not pay for.
+gymnax is imported lazily (`gymnax_import`): a CLI call that fails on its config
+should not pay for it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from jaxrl_async.envs import suites
+from jaxrl_async.envs.gymnax_import import import_gymnax
 from jaxrl_async.envs.spec import EnvSpec, check_env, spec_of
 from jaxrl_async.envs.wrappers import (
     CastObservation,
@@ -48,8 +49,7 @@ def registered_envs() -> list[str]:
 
 
 def _gymnax_ids() -> list[str]:
-    import gymnax
-
+    gymnax = import_gymnax()
     return list(gymnax.registered_envs)
 
 
@@ -122,8 +122,7 @@ def _make_gymnax(name: str, **kwargs):
     FourRooms-misc); those are cast to the declared dtype so they pass `check_env` like
     any other.
     """
-    import gymnax
-
+    gymnax = import_gymnax()
     if name not in gymnax.registered_envs:
         raise ConfigError(f"unknown env {name!r} (a gymnax id, a registered name or "
                           f"module.path:factory; `jaxrl-async envs` lists them)")

@@ -27,6 +27,7 @@ import importlib
 import importlib.util
 from typing import NamedTuple
 
+from jaxrl_async.envs.gymnax_import import import_gymnax
 from jaxrl_async.errors import ConfigError, UserError, first_line
 
 
@@ -57,6 +58,7 @@ def adapter(suite: str):
     if not installed(suite):
         raise ConfigError(f"env suite {suite!r} is not installed: "
                           f"pip install 'jaxrl_async[{SUITES[suite].extra}]'")
+    import_gymnax()  # every adapter uses gymnax's spaces
     return importlib.import_module(SUITES[suite].adapter)
 
 
