@@ -1,8 +1,10 @@
-"""Config loading in process, and bad input through the real `python -m jaxrl_async` command."""
+"""Config loading in process, and bad input through the CLI: in process for every case, and
+through the real `python -m jaxrl_async` command for a few."""
 
 import dataclasses
 
 import pytest
+from conftest import run_cli_in_process
 
 from jaxrl_async import Config, ConfigError, load_config
 
@@ -56,18 +58,32 @@ def _tree(path):
     return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
 
 
+def _assert_one_line_exit_2(code, stderr, mentions):
+    assert code == 2, (code, stderr[-2000:])
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("jaxrl-async: error: ")
+    assert mentions in lines[0]
+
+
 @pytest.mark.parametrize("args, mentions", BAD_INPUTS)
-def test_cli_bad_input_exits_2_with_one_line(cli, tmp_path, args, mentions):
+def test_cli_bad_input_exits_2_with_one_line(tmp_path, args, mentions):
+    (tmp_path / "bad.yaml").write_text(BAD_YAML)
+    before = _tree(tmp_path)
+    _assert_one_line_exit_2(*run_cli_in_process(*args, cwd=tmp_path), mentions)
+    assert _tree(tmp_path) == before  # in particular no runs/ directory
+
+
+# The same through the real command, for a case of each kind: the config, its file, the env.
+@pytest.mark.parametrize("args, mentions", [
+    p for p in BAD_INPUTS if p.id in ("unknown-key", "yaml-syntax-error", "unknown-suite-id")])
+def test_the_command_exits_2_with_one_line(cli, tmp_path, args, mentions):
     (tmp_path / "bad.yaml").write_text(BAD_YAML)
     before = _tree(tmp_path)
     result = cli(*args, cwd=tmp_path, timeout=120)
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("jaxrl-async: error: ")
-    assert mentions in lines[0]
-    assert _tree(tmp_path) == before  # in particular no runs/ directory
+    _assert_one_line_exit_2(result.returncode, result.stderr, mentions)
+    assert _tree(tmp_path) == before
 
 
 # ---------------------------------------------------------------------------------------------
