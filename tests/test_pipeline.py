@@ -17,7 +17,7 @@ def _build(lag=0, max_staleness=-1):
     config = jaxrl_async.load_config("ppo_cartpole", SMALL + [
         f"pipeline.lag={lag}", f"pipeline.max_staleness={max_staleness}"])
     pipeline, agent = build_pipeline(config)
-    return agent, pipeline, pipeline.init(jax.random.key(0, impl="philox4x32"))
+    return agent, pipeline, jax.jit(pipeline.init)(jax.random.key(0, impl="philox4x32"))
 
 
 def _leaves(tree):
