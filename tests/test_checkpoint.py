@@ -10,6 +10,7 @@ import textwrap
 import jax
 import numpy as np
 import pytest
+from conftest import run_cli_in_process
 from test_dqn import TINY as DQN_TINY
 from test_train import SMALL
 
@@ -326,17 +327,23 @@ def _snapshot(path):
                  "is unreadable", id="metadata-missing"),
 ])
 def test_cli_resume_of_a_corrupt_checkpoint_exits_2(cli, tmp_path, finished_run, corrupt,
-                                                    mentions):
+                                                    mentions, request):
+    """In process for each damage (`cli.main`), and through the real command for one."""
     import shutil
 
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
     corrupt(run_dir / "checkpoints" / "4096")
     before = _snapshot(run_dir)
-    proc = cli("resume", str(run_dir), "total_steps=8192", cwd=tmp_path, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.splitlines()
+    args = ("resume", str(run_dir), "total_steps=8192")
+    if request.node.callspec.id == "array-index":
+        proc = cli(*args, cwd=tmp_path, timeout=300)
+        code, stderr = proc.returncode, proc.stderr
+    else:
+        code, stderr = run_cli_in_process(*args, cwd=tmp_path)
+    assert code == 2, stderr[-2000:]
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("jaxrl-async: error: checkpoint "), lines
     assert mentions in lines[0]
     assert _snapshot(run_dir) == before
@@ -346,17 +353,17 @@ def test_cli_resume_of_a_corrupt_checkpoint_exits_2(cli, tmp_path, finished_run,
     pytest.param("config-only", "no checkpoint in", id="no-checkpoints"),
     pytest.param("nothing", "not found", id="no-run-dir"),
 ])
-def test_cli_resume_without_a_checkpoint_exits_2(cli, tmp_path, layout, mentions):
+def test_cli_resume_without_a_checkpoint_exits_2(tmp_path, layout, mentions):
     run_dir = tmp_path / "run"
     if layout == "config-only":
         run_dir.mkdir()
         (run_dir / "config.yaml").write_text(
             jaxrl_async.load_config("ppo_cartpole", SMALL).to_yaml())
-    proc = cli("resume", str(run_dir), cwd=tmp_path, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.splitlines()
+    code, stderr = run_cli_in_process("resume", str(run_dir), cwd=tmp_path)
+    assert code == 2, stderr[-2000:]
+    lines = stderr.splitlines()
     assert len(lines) == 1 and mentions in lines[0], lines
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in stderr
 
 
 def test_cli_resume_tolerates_a_damaged_orbax_step_metadata_quietly(cli, tmp_path,
@@ -374,15 +381,16 @@ def test_cli_resume_tolerates_a_damaged_orbax_step_metadata_quietly(cli, tmp_pat
     assert proc.stderr.strip() == "", proc.stderr
 
 
-def test_cli_resume_with_a_changed_key_exits_2(cli, tmp_path, finished_run):
+def test_cli_resume_with_a_changed_key_exits_2(tmp_path, finished_run):
     import shutil
 
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
     before = _snapshot(run_dir)
-    proc = cli("resume", str(run_dir), "agent.learning_rate=0.1", cwd=tmp_path, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.splitlines()
+    code, stderr = run_cli_in_process("resume", str(run_dir), "agent.learning_rate=0.1",
+                                      cwd=tmp_path)
+    assert code == 2, stderr[-2000:]
+    lines = stderr.splitlines()
     assert len(lines) == 1 and "agent.learning_rate" in lines[0], lines
     assert _snapshot(run_dir) == before
 
