@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_cli_in_process
 from probe_envs import MatchContext, WalkEnv
 
 import jaxrl_async
@@ -231,13 +232,13 @@ def test_evaluate_run_options(eval_run):
         evaluate_run(eval_run.run_dir, episodes=0, write=False)
 
 
-def test_eval_cli_errors_are_one_line_exit_2(tmp_path, cli):
-    out = cli("eval", str(tmp_path / "missing"))
-    assert out.returncode == 2
-    assert len(out.stderr.strip().splitlines()) == 1 and "not found" in out.stderr
+def test_eval_cli_errors_are_one_line_exit_2(tmp_path):
+    code, stderr = run_cli_in_process("eval", str(tmp_path / "missing"), cwd=tmp_path)
+    assert code == 2
+    assert len(stderr.strip().splitlines()) == 1 and "not found" in stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "config.yaml").write_text(jaxrl_async.load_config("ppo_cartpole").to_yaml())
-    out = cli("eval", str(empty))
-    assert out.returncode == 2
-    assert len(out.stderr.strip().splitlines()) == 1 and "no checkpoint" in out.stderr
+    code, stderr = run_cli_in_process("eval", str(empty), cwd=tmp_path)
+    assert code == 2
+    assert len(stderr.strip().splitlines()) == 1 and "no checkpoint" in stderr

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_cli_in_process
 from learning import assert_learns, seed_returns
 from probe_envs import ClockEnv, WalkEnv, counting_agent
 
@@ -252,10 +253,11 @@ def test_mask_obs_zeroes_the_cartpole_velocities():
     assert np.asarray(traj.terminated).any()  # final observations were masked too
 
 
-def test_a_mask_index_the_observation_lacks_exits_2(cli, tmp_path):
-    proc = cli("train", "ppo_cartpole", "env.mask_obs=[1,4]", "--run-dir", str(tmp_path / "r"))
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
+def test_a_mask_index_the_observation_lacks_exits_2(tmp_path):
+    code, stderr = run_cli_in_process("train", "ppo_cartpole", "env.mask_obs=[1,4]",
+                                      "--run-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "env.mask_obs=[1, 4]: index 4 is out of range" in lines[0], lines
     assert not (tmp_path / "r").exists()
 

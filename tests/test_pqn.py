@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_cli_in_process
 from learning import assert_learns, curves
 from probe_envs import MaskedImageMatch, walk_rollout
 from test_checkpoint import assert_resume_is_bitwise
@@ -180,10 +181,11 @@ def test_pqn_rejects_continuous_actions():
         make_pqn(PQNConfig(), BuildContext(check_env(env, params), 4, 16, 1))
 
 
-def test_cli_bad_pqn_value_exits_2_with_one_line(cli, tmp_path):
-    result = cli("train", "pqn_cartpole", "agent.q_lambda=-0.5", cwd=tmp_path, timeout=300)
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    lines = result.stderr.splitlines()
+def test_cli_bad_pqn_value_exits_2_with_one_line(tmp_path):
+    code, stderr = run_cli_in_process("train", "pqn_cartpole", "agent.q_lambda=-0.5",
+                                      cwd=tmp_path)
+    assert code == 2, (code, stderr[-2000:])
+    lines = stderr.splitlines()
     assert lines == ["jaxrl-async: error: agent.q_lambda must be in [0, 1], got -0.5"], lines
     assert not any(tmp_path.iterdir()), "nothing may be written"
 

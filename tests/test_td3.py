@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_cli_in_process
 from jax.flatten_util import ravel_pytree
 from test_checkpoint import assert_resume_is_bitwise
 from test_sac import critics_np, dense_layers, mlp_np, pendulum_spec
@@ -238,12 +239,13 @@ def test_discrete_envs_and_bad_values_are_config_errors():
         assert "\n" not in str(info.value)
 
 
-def test_cli_bad_value_exits_2_with_one_line(cli, tmp_path):
-    proc = cli("train", "td3_pendulum", "agent.policy_delay=0", cwd=tmp_path, timeout=120)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("jaxrl-async: error: "), proc.stderr
-    assert "agent.policy_delay" in lines[0] and "Traceback" not in proc.stderr
+def test_cli_bad_value_exits_2_with_one_line(tmp_path):
+    code, stderr = run_cli_in_process("train", "td3_pendulum", "agent.policy_delay=0",
+                                      cwd=tmp_path)
+    assert code == 2, stderr[-2000:]
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxrl-async: error: "), stderr
+    assert "agent.policy_delay" in lines[0] and "Traceback" not in stderr
     assert list(tmp_path.iterdir()) == []
 
 
