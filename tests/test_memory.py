@@ -13,8 +13,8 @@ from probe_envs import ClockEnv, WalkEnv, counting_agent
 import jaxrl_async
 from jaxrl_async.agents.actor_critic import make_actor_critic
 from jaxrl_async.build import build_pipeline
-from jaxrl_async import envs
 from jaxrl_async.envs import check_env, make_batched
+from jaxrl_async.envs import make as make_env
 from jaxrl_async.evaluate import make_evaluator
 from jaxrl_async.networks import RecurrentActorCritic
 from jaxrl_async.pipeline import make_pipeline
@@ -336,7 +336,7 @@ def test_memory_chain_shows_its_context_at_the_first_step_only():
     context bits are in the observations of time 0 and in no other, so a memoryless policy
     answers the query at chance."""
     config = jaxrl_async.load_config("ppo_rnn_memory_chain")
-    env, params = envs.make(config.env.name, **config.env.kwargs)
+    env, params = make_env(config.env.name, **config.env.kwargs)
     n, length = 64, params.memory_length
     obs, state = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(0), n), params)
     seen, contexts = [obs], np.asarray(state.context).reshape(n, -1)
