@@ -1,0 +1,102 @@
+#!/usr/bin/env python
+"""Compile time of a config's two programs (init and the training chunk) under XLA option
+variants, each compile in a fresh process with no compile cache, the variants alternated.
+
+The suite compiles about 90 training programs, and a tiny one dominates a short test's time.
+This script is how the README's compile figures are measured. A variant is a JSON object
+of XLA compiler options for the chunk (init is always compiled at optimisation level 0, as
+`pipeline.init_and_compile` does).
+
+    python scripts/bench_compile.py                        # a tiny PPO, default options only
+    python scripts/bench_compile.py --repeats 5 --variant \
+        'opt1={"xla_backend_optimization_level": 1}' --variant \
+        'cheap={"xla_llvm_disable_expensive_passes": true}'
+    python scripts/bench_compile.py --config dqn_cartpole --set agent.hidden_sizes=[16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+TINY_PPO = ["env.num_envs=4", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
+            "train.total_steps=1024"]
+
+# One measurement: build, lower both programs, compile each once and time it.
+CHILD = """
+import json, sys, time
+import jax
+jax.config.update("jax_enable_compilation_cache", False)
+import jaxrl_async
+from jaxrl_async.build import build_pipeline
+
+name, options, overrides = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+config = jaxrl_async.load_config(name, overrides + ["train.progress=false"])
+pipeline, _ = build_pipeline(config)
+init = jax.jit(pipeline.init).lower(jax.random.key(0, impl=config.prng_impl))
+chunk = jax.jit(pipeline.chunk(4), donate_argnums=0).lower(init.out_info)
+start = time.perf_counter()
+init.compile({"xla_backend_optimization_level": 0})
+middle = time.perf_counter()
+chunk.compile(options or None)
+print(json.dumps({"init": middle - start, "chunk": time.perf_counter() - middle}))
+"""
+
+
+def measure(name: str, options: dict, overrides: list[str]) -> dict:
+    env = {**os.environ, "XLA_FLAGS": os.environ.get("XLA_FLAGS",
+                                                     "--xla_force_host_platform_device_count=1")}
+    proc = subprocess.run([sys.executable, "-c", CHILD, name, json.dumps(options),
+                           json.dumps(overrides)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    if proc.returncode != 0:
+        sys.exit(f"bench_compile: the measurement failed: {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    label, sep, options = text.partition("=")
+    try:
+        parsed = json.loads(options) if sep else None
+    except json.JSONDecodeError:
+        parsed = None
+    if not label or not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError(f"expected LABEL={{json options}}, got {text!r}")
+    return label, parsed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="ppo_cartpole")
+    parser.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
+                        help="config overrides (default for ppo_cartpole: a tiny PPO)")
+    parser.add_argument("--variant", action="append", type=parse_variant, default=[],
+                        help="LABEL={json XLA options} for the chunk; 'default' always runs")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    overrides = args.set if args.set is not None else (
+        TINY_PPO if args.config == "ppo_cartpole" else [])
+    variants = [("default", {}), *args.variant]
+    times = {label: {"init": [], "chunk": []} for label, _ in variants}
+    for round_ in range(args.repeats):
+        for label, options in variants:
+            for program, seconds in measure(args.config, options, overrides).items():
+                times[label][program].append(seconds)
+            print(f"[round {round_ + 1}/{args.repeats}] {label}: chunk "
+                  f"{times[label]['chunk'][-1]:.2f} s, init {times[label]['init'][-1]:.2f} s",
+                  file=sys.stderr, flush=True)
+    print(f"{args.config} {' '.join(overrides)}, {args.repeats} rounds, medians [min-max]:")
+    print("| variant | chunk compile | init compile |\n| --- | ---: | ---: |")
+    for label, _ in variants:
+        cells = [f"{statistics.median(v):.2f} s [{min(v):.2f}-{max(v):.2f}]"
+                 for v in (times[label]["chunk"], times[label]["init"])]
+        print(f"| {label} | {cells[0]} | {cells[1]} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
