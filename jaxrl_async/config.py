@@ -63,7 +63,9 @@ class PipelineConfig:
     # "fused": actor and learner share every device, one program per host call.
     # "split": the first `actor_devices` devices act, the rest learn, and the host
     # dispatches both halves of each tick at once (needs lag >= 1 and 2+ devices).
-    placement: str = "fused"
+    # "auto": split over one actor and one learner CPU device where that pays
+    # (`choose_placement`), else fused.
+    placement: str = "auto"
     actor_devices: int = 1
     # lax.scan unroll of the rollout: fewer loop iterations on CPU, longer compile.
     unroll: int = 1
@@ -75,8 +77,8 @@ class PipelineConfig:
                 ">= -1 (-1: no bound)")
         require(self.unroll >= 1, "pipeline.unroll", self.unroll, ">= 1")
         require(self.devices >= 0, "pipeline.devices", self.devices, ">= 0 (0: choose)")
-        require(self.placement in ("fused", "split"), "pipeline.placement", self.placement,
-                "fused or split")
+        require(self.placement in ("auto", "fused", "split"), "pipeline.placement",
+                self.placement, "auto, fused or split")
         require(self.actor_devices >= 1, "pipeline.actor_devices", self.actor_devices, ">= 1")
 
 
@@ -214,6 +216,12 @@ class Config:
     def num_devices(self) -> int:
         """The devices the run's mesh spans on this machine (`choose_devices`)."""
         return choose_devices(self)[0]
+
+    @property
+    def placement(self) -> str:
+        """"fused" or "split": `pipeline.placement` resolved on this machine
+        (`choose_placement`)."""
+        return choose_placement(self)[0]
 
     @property
     def prng_impl(self) -> str:
@@ -395,6 +403,13 @@ def choose_devices(config: Config) -> tuple[int, str]:
         return available, "a run over several processes spans every device"
     if config.pipeline.placement == "split":
         return available, "split placement"
+    if config.pipeline.placement == "auto" and _auto_split(config):
+        return 2, "split placement: one CPU device acts, one learns"
+    return _fused_devices(config, available)
+
+
+def _fused_devices(config: Config, available: int) -> tuple[int, str]:
+    """`choose_devices` for a fused run over up to `available` (> 1) devices."""
     force = f"(pipeline.devices={available} forces {available})"
     if _platform() == "cpu":
         if getattr(type(config.agent), "DATA", "trajectory") == "replay":
@@ -418,6 +433,38 @@ def choose_devices(config: Config) -> tuple[int, str]:
                f"{MIN_STEPS_PER_DEVICE:,}, where splitting pays {force}")
 
 
+def _auto_split(config: Config) -> bool:
+    """Whether `pipeline.placement=auto` splits the run: a memoryless on-policy MLP
+    learner narrower than WIDE_LAYER at lag >= 1, one run in one process on CPU with two
+    or more devices (none pinned), where a fused run would keep to one device. Its halves
+    then overlap on two cores; measured on the 2-core CI class (README, Speed):
+    ppo_cartpole at lag 1 split 1.2-1.4x fused on one device, impala_cartpole 1.24x.
+    Not measured to pay, so fused: recurrent and wide learners (their update is 86-87%
+    of a tick, so overlap bounds them under 1.1x, and the split exchanges whole
+    trajectories each tick), and off-policy ones, which take every device for data
+    parallelism (their host-dispatched split measured 0.8x)."""
+    agent = config.agent
+    return (config.pipeline.lag >= 1 and config.pipeline.devices == 0
+            and getattr(type(agent), "DATA", "trajectory") == "trajectory"
+            and getattr(agent, "memory", "none") == "none"
+            and getattr(agent, "torso", "mlp") == "mlp"
+            and max(getattr(agent, "hidden_sizes", ()) or (0,)) < WIDE_LAYER
+            and config.train.num_seeds == 1 and _process_count() == 1
+            and _platform() == "cpu" and _device_count() >= 2
+            and _fused_devices(config, _device_count())[0] == 1)
+
+
+def choose_placement(config: Config) -> tuple[str, str]:
+    """(placement, why): `pipeline.placement` if fused or split; for auto, split where
+    `_auto_split` says it pays, else fused."""
+    if config.pipeline.placement != "auto":
+        return config.pipeline.placement, f"pipeline.placement={config.pipeline.placement}"
+    if _auto_split(config):
+        return "split", ("split: lag >= 1 and a learner too small for data parallelism, so "
+                         "the actor and the learner overlap on a CPU device each")
+    return "fused", "fused: actor and learner share the devices"
+
+
 def validate(config: Config) -> None:
     """Checks that span sections (shapes that must divide, budgets that must fit)."""
     require(config.num_updates >= 1, "train.total_steps", config.train.total_steps,
@@ -432,11 +479,11 @@ def validate(config: Config) -> None:
         if devices != _device_count():
             raise ConfigError(f"pipeline.devices={devices}: a run over {processes} processes "
                               f"uses all {_device_count()} devices (set 0)")
-        if config.pipeline.placement == "split":
+        if config.placement == "split":
             raise ConfigError("pipeline.placement=split runs in one process; use fused with "
                               "several processes")
     groups = [devices]
-    if config.pipeline.placement == "split":
+    if config.placement == "split":
         if config.pipeline.lag < 1:
             raise ConfigError("pipeline.placement=split needs pipeline.lag >= 1 (the actor and "
                               "the learner work on different trajectories)")
@@ -448,7 +495,7 @@ def validate(config: Config) -> None:
         if config.env.num_envs % group:
             raise ConfigError(f"env.num_envs={config.env.num_envs} does not split over {group} "
                               f"devices (set pipeline.devices or a multiple of {group} envs)")
-    if config.train.num_seeds > 1 and config.pipeline.placement == "split":
+    if config.train.num_seeds > 1 and config.placement == "split":
         raise ConfigError("train.num_seeds > 1 needs pipeline.placement=fused (the seeds are "
                           "vmapped inside one program)")
     if config.train.num_seeds > 1 and config.eval.every > 0:

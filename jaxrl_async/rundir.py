@@ -52,22 +52,30 @@ def resume_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> Config:
     if not run_dir.is_dir():
         raise UserError(f"run directory {run_dir} not found")
     config = load_config(run_dir / "config.yaml", overrides)
-    if config.pipeline.devices == 0:  # keep the device count the run chose (the layout)
-        devices = _saved_devices(run_dir)
-        if devices:
-            config = load_config(run_dir / "config.yaml",
-                                 [*overrides, f"pipeline.devices={devices}"])
-    return config
+    # Keep the device count and placement the run chose (the layout, and the programs
+    # whose arithmetic the resumed run must repeat).
+    saved = _saved_layout(run_dir)
+    pins = []
+    if config.pipeline.devices == 0 and saved.get("devices"):
+        pins.append(f"pipeline.devices={saved['devices']}")
+    if config.pipeline.placement == "auto" and "placement" in saved:
+        pins.append(f"pipeline.placement={saved['placement']}")
+    return load_config(run_dir / "config.yaml", [*overrides, *pins]) if pins else config
 
 
-def _saved_devices(run_dir: Path) -> int | None:
-    """The device count in the latest checkpoint's metadata (None: no checkpoint, or one
-    written before the count was recorded)."""
+def _saved_layout(run_dir: Path) -> dict:
+    """The device count and placement in the latest checkpoint's metadata (missing: no
+    checkpoint, or one written before they were recorded)."""
     try:
         _, info = ckpt.read_meta(checkpoint_dir(run_dir))
-        return int(info["devices"])
-    except (ckpt.CheckpointError, KeyError, TypeError, ValueError):
-        return None
+    except ckpt.CheckpointError:
+        return {}
+    layout = {}
+    if isinstance(info.get("devices"), int):
+        layout["devices"] = info["devices"]
+    if info.get("placement") in ("fused", "split"):
+        layout["placement"] = info["placement"]
+    return layout
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict:
@@ -87,8 +95,8 @@ def check_changes(saved_yaml: str, config: Config) -> None:
     old = _flatten(yaml.safe_load(saved_yaml))
     new = _flatten(yaml.safe_load(config.to_yaml()))
     for key in sorted(old.keys() & new.keys()):
-        if key == "pipeline.devices" and old[key] == 0:
-            continue  # chosen by the run; resume_config pins its count
+        if (key, old[key]) in (("pipeline.devices", 0), ("pipeline.placement", "auto")):
+            continue  # chosen by the run; resume_config pins its choice
         if key not in RESUMABLE and old.get(key) != new.get(key):
             raise ConfigError(f"cannot change {key} when resuming (the run has "
                               f"{old.get(key)!r}, asked for {new.get(key)!r}); resumable: "

@@ -35,13 +35,14 @@ from jax.sharding import PartitionSpec as P
 
 from jaxrl_async.pipeline import (Pipeline, acted_fields, async_tick, compile_chunk, make_chunk,
                                   queue_oldest, queue_push, replay_tick)
-from jaxrl_async.sharding import AXIS
+from jaxrl_async.sharding import AXIS, lower_mulhi_on_meshes
 
 PLACE = "place"  # the axis of the one-program split's mesh: (actor device, learner device)
 
 
 def split_meshes(num_devices: int, actor_devices: int):
     """(actor mesh, learner mesh) over the first num_devices local devices."""
+    lower_mulhi_on_meshes()  # Philox keys in these programs over several devices
     devices = jax.local_devices()[:num_devices]
     actor, learner = devices[:actor_devices], devices[actor_devices:]
     return (jax.make_mesh((len(actor),), (AXIS,), devices=actor),

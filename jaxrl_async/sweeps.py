@@ -114,6 +114,8 @@ def plan(config: Config, grid: dict[str, list]) -> list[Group]:
     if config.pipeline.placement == "split":
         raise ConfigError("a sweep needs pipeline.placement=fused (its runs are vmapped "
                           "inside one program)")
+    config = dataclasses.replace(  # auto: fused, whatever one run alone would get
+        config, pipeline=dataclasses.replace(config.pipeline, placement="fused"))
     if config.eval.every > 0:
         raise ConfigError("a sweep trains its runs side by side and evaluates none of them: "
                           "set eval.every=0 (jaxrl-async eval RUN_DIR evaluates afterwards)")

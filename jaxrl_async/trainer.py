@@ -28,7 +28,7 @@ import numpy as np
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async import distributed, rundir
 from jaxrl_async.build import build_pipeline
-from jaxrl_async.config import Config, choose_devices
+from jaxrl_async.config import Config, choose_devices, choose_placement
 from jaxrl_async.errors import TrainingInterrupted, UserError
 from jaxrl_async.evaluate import NO_EVAL, Evaluation
 from jaxrl_async.logging import JsonlSink, Progress, TensorBoardSink, emit
@@ -192,7 +192,7 @@ class Built:
 
 def build(config: Config, plan: RunPlan, env=None, env_params=None) -> Built:
     learner_pipeline = None
-    if config.pipeline.placement == "split":
+    if config.placement == "split":
         actor_mesh, learner_mesh = split_meshes(
             config.num_devices, config.pipeline.actor_devices)
         pipeline, _ = build_pipeline(config, env, env_params, plan.num_updates, actor_mesh)
@@ -239,7 +239,7 @@ def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None,
            else seed_keys(config.train.seed, num_seeds, config.prng_impl,
                           None if group is None else group.seeds))
     restore_seconds = 0.0
-    if config.pipeline.placement == "split":
+    if config.placement == "split":
         state, chunk = init_and_compile_split(built.pipeline, built.learner_pipeline, key,
                                               plan.ticks, options)
     elif plan.point is None:
@@ -253,7 +253,7 @@ def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None,
         like, restore_start = state, time.perf_counter()
         state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=plan.point.step)
         restore_seconds = time.perf_counter() - restore_start
-        if config.pipeline.placement != "split":
+        if config.placement != "split":
             chunk = compile_chunk(built.pipeline.chunk(plan.ticks), like, options)
         if distributed.is_main():
             rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
@@ -490,7 +490,8 @@ def summarize(config: Config, plan: RunPlan, built: Built, started: Started, log
         "jax_version": jax.__version__,
         "devices": [str(d) for d in built.devices],
         "device_choice": choose_devices(config)[1],
-        "placement": config.pipeline.placement,
+        "placement": config.placement,
+        "placement_choice": choose_placement(config)[1],
         "processes": jax.process_count(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
@@ -557,7 +558,7 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         f"final return {final}" + (f" -> {run_dir}" if run_dir else ""))
     if config.pipeline.devices == 0 and jax.device_count() > 1:
         log.progress.write(f"devices: {len(built.devices)} of {jax.device_count()} "
-                           f"({summary['device_choice']})")
+                           f"({summary['device_choice']}); placement {summary['placement']}")
     records = log.records
     metrics = {k: np.asarray([r[k] for r in records]) for k in (records[0] if records else {})}
     return TrainResult(state=state, metrics=metrics, summary=summary, run_dir=run_dir,
@@ -590,7 +591,7 @@ def _due(every: int, call: int, steps_per_call: int) -> bool:
 def _checkpoint_meta(config: Config, call: int, ticks: int, train_seconds: float) -> dict:
     return {"env_steps": call * ticks * config.batch_size, "calls": call, "ticks": ticks,
             "train_seconds": train_seconds, "prng_impl": config.prng_impl,
-            "devices": config.num_devices,
+            "devices": config.num_devices, "placement": config.placement,
             "config": config.to_yaml(), "jax_version": jax.__version__}
 
 

@@ -418,3 +418,33 @@ def test_a_resume_keeps_the_device_count_the_run_chose(tmp_path, monkeypatch):
 
     monkeypatch.setattr(rundir.ckpt, "read_meta", no_checkpoint)
     assert rundir.resume_config(tmp_path).pipeline.devices == 0
+
+
+def test_a_resume_keeps_the_placement_the_run_chose(tmp_path, monkeypatch):
+    """`pipeline.placement=auto` splits ppo_cartpole_async over two CPU devices; a resume
+    on a machine where auto would choose otherwise (one device) keeps the checkpoint's
+    split and its two devices, so it fails clearly there instead of continuing a fused
+    run; a checkpoint without a recorded placement leaves the choice to the machine."""
+    from jaxrl_async import config as config_module
+    from jaxrl_async import rundir
+
+    monkeypatch.setattr(config_module, "_device_count", lambda: 2)
+    monkeypatch.setattr(config_module, "_platform", lambda: "cpu")
+    saved = jaxrl_async.load_config("ppo_cartpole_async").to_yaml()
+    (tmp_path / "config.yaml").write_text(saved)
+    monkeypatch.setattr(rundir.ckpt, "read_meta",
+                        lambda _: (12288, {"devices": 2, "placement": "split"}))
+    config = rundir.resume_config(tmp_path)
+    assert config.pipeline.placement == "split" and config.placement == "split"
+    rundir.check_changes(saved, config)  # the pinned choice is not a change
+    monkeypatch.setattr(config_module, "_device_count", lambda: 1)
+    with pytest.raises(jaxrl_async.ConfigError, match="only 1 local devices"):
+        rundir.resume_config(tmp_path)
+    monkeypatch.setattr(config_module, "_device_count", lambda: 2)
+    monkeypatch.setattr(rundir.ckpt, "read_meta", lambda _: (12288, {"devices": 1}))
+    config = rundir.resume_config(tmp_path)
+    assert config.pipeline.placement == "auto" and config.placement == "fused"
+    # A placement the run's config set is the run's: a resume may not change it.
+    fused = jaxrl_async.load_config("ppo_cartpole_async", ["pipeline.placement=fused"])
+    with pytest.raises(jaxrl_async.ConfigError, match="cannot change pipeline.placement"):
+        rundir.check_changes(fused.to_yaml(), config)

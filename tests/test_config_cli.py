@@ -191,6 +191,13 @@ def test_activation_names_match_the_networks():
     ("gpu", "ppo_cartpole", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
     ("gpu", "ppo_cartpole_async", ["pipeline.placement=split", "pipeline.actor_devices=2"], 4,
      "split placement"),
+    ("gpu", "ppo_cartpole_async", [], 1, "one device: 32 rows"),  # auto: fused off CPU
+    # CPU, lag >= 1: auto splits a small memoryless learner over an actor and a learner device
+    ("cpu", "ppo_cartpole_async", [], 2, "split placement: one CPU device acts, one learns"),
+    ("cpu", "ppo_cartpole_async", ["pipeline.placement=fused"], 1, "one device: 32 rows"),
+    ("cpu", "ppo_cartpole_async", ["agent.memory=gru"], 1, "one device"),
+    ("cpu", "ppo_cartpole_async", ["train.num_seeds=2"], 1, "one device"),
+    ("cpu", "ppo_cartpole_async", ["env.num_envs=2048"], 4, "data parallel"),
     # CPU, on-policy: the thresholds, but not with 128-unit or wider layers
     ("cpu", "ppo_cartpole", [], 1, "one device: 32 rows per gradient step"),
     ("cpu", "ppo_cartpole", ["env.num_envs=2048"], 4, "data parallel: 16,384 rows"),
@@ -215,3 +222,5 @@ def test_devices_0_chooses_by_platform_learner_and_work_per_device(
     assert config.num_devices == devices
     assert why in config_module.choose_devices(config)[1]
     assert config.prng_impl == "philox4x32"  # on any device count (sharding.lower_mulhi_on_meshes)
+    # split (the first two devices, one acting and one learning) where the devices say so
+    assert config.placement == ("split" if "split placement" in why else "fused")

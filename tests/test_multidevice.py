@@ -84,6 +84,11 @@ SCRIPT = textwrap.dedent("""
         arrays[prefix + "#return"] = result.metrics["episode_return"]
 
     out = {}
+    # Split first, before anything builds a mesh of its own: its programs over two devices
+    # must lower Philox's high-half multiply themselves (`split.split_meshes`). Chosen by
+    # pipeline.placement=auto: a small learner at lag 1 on CPU.
+    split_ppo = train("ppo_cartpole", PPO + ["pipeline.lag=1"])
+    out["auto"] = {k: split_ppo.summary[k] for k in ("placement", "devices", "device_choice")}
     for lag, counts in ((0, (1, 2, 4)), (1, (1, 2))):  # 4 devices at lag 0: the queue is common
         for devices in counts:
             result = train("ppo_cartpole", PPO + [f"pipeline.devices={devices}",
@@ -94,22 +99,15 @@ SCRIPT = textwrap.dedent("""
                                        "devices": result.summary["devices"]}
             if lag == 1 and devices == 1:
                 keep("ppo/1/fused/", result)
-    keep("ppo/1/split/", train("ppo_cartpole", PPO + SPLIT + ["pipeline.lag=1"]))
+    keep("ppo/1/split/", split_ppo)
     # A sweep on 2 devices: its runs share the mesh; point 0 is the "0/2" run above.
     base = jaxrl_async.load_config("ppo_cartpole", PPO + ["pipeline.devices=2"])
     swept = jaxrl_async.sweep(base, {"agent.learning_rate": [base.agent.learning_rate, 0.0]})
     out["sweep/2"] = {
         "params": flat(jax.tree.map(lambda x: x[0], swept.states[0].learner.params)),
         "loss": swept.metrics(0)["loss"].tolist(), "devices": swept.summaries[0]["devices"]}
-    for lag in (1,):  # IMPALA too: its minibatches are env groups, its targets V-trace
-        for devices in (1, 2):
-            result = train("impala_cartpole", [
-                "env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
-                "agent.num_minibatches=2", "train.total_steps=1024", "train.log_every=256",
-                f"pipeline.lag={lag}", f"pipeline.devices={devices}"] + COMMON)
-            out[f"impala{lag}/{devices}"] = {"params": flat(result.state.learner.params),
-                                             "loss": result.metrics["loss"].tolist()}
-    # Recurrent: PPO at lag 1 (the stored carries in flight), IMPALA at lag 1 (V-trace).
+    # Recurrent: PPO at lag 1 (the stored carries in flight), IMPALA at lag 1 (V-trace over
+    # minibatches of env groups; the memoryless IMPALA's learner is the same code).
     for name, lag in (("ppo_cartpole", 1), ("impala_cartpole", 1)):
         for devices in (1, 2):
             result = train(name, GRU + [f"pipeline.lag={lag}", f"pipeline.devices={devices}"])
@@ -192,20 +190,18 @@ def test_same_parameters_as_one_device(runs, lag, devices):
     assert np.abs(np.asarray(one["params"])).sum() > 0
 
 
+def test_auto_placement_splits_a_small_lagged_learner_over_two_devices(runs):
+    auto = runs["auto"]
+    assert auto["placement"] == "split" and auto["devices"] == ["cpu:0", "cpu:1"], auto
+    assert "one CPU device acts, one learns" in auto["device_choice"]
+
+
 def test_batches_that_do_not_split_over_the_devices_are_config_errors(runs):
     errors = runs["errors"]
     assert all(e is not None and "\n" not in e for e in errors), errors
     assert "does not split over 4 devices" in errors[0]
     assert "only 4 local devices" in errors[1]
     assert "actor_devices" in errors[2] and "lag >= 1" in errors[3]
-
-
-@pytest.mark.parametrize("lag", [1])
-def test_impala_same_parameters_on_two_devices(runs, lag):
-
-    one, two = runs[f"impala{lag}/1"], runs[f"impala{lag}/2"]
-    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(two["params"], one["params"], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("name, lag", [("ppo_cartpole", 1), ("impala_cartpole", 1)])
