@@ -389,9 +389,9 @@ def _splits_over(config: Config, devices: int) -> bool:
 
 def choose_devices(config: Config) -> tuple[int, str]:
     """(devices, why): `pipeline.devices` if set; with 0, all devices where a run must span
-    them (several processes, split placement); on CPU, for an off-policy learner the most
-    devices its batches split over, and one for an on-policy learner with a layer of
-    WIDE_LAYER units or more; else all devices where each one's share of a gradient step
+    them (several processes, split placement); on CPU, for a recurrent off-policy learner
+    the most devices its batches split over, and one for a memoryless off-policy learner
+    or an on-policy one with a layer of WIDE_LAYER units or more; else all devices where each one's share of a gradient step
     and of a tick is large enough (MIN_ROWS_PER_DEVICE, MIN_STEPS_PER_DEVICE), one where
     not."""
     available = _device_count()
@@ -413,10 +413,13 @@ def _fused_devices(config: Config, available: int) -> tuple[int, str]:
     force = f"(pipeline.devices={available} forces {available})"
     if _platform() == "cpu":
         if getattr(type(config.agent), "DATA", "trajectory") == "replay":
+            if getattr(config.agent, "memory", "none") == "none":
+                return 1, (f"one device: on CPU a memoryless off-policy learner stays on one "
+                           f"(DQN, SAC and TD3 ran 0.5-0.95x split over two) {force}")
             for devices in range(available, 1, -1):
                 if _splits_over(config, devices):
                     return devices, (f"data parallel over {devices} of {available} CPU "
-                                     f"devices (an off-policy learner)")
+                                     f"devices (a recurrent off-policy learner)")
             return 1, f"one device: the run's batches split over no more {force}"
         if max(getattr(config.agent, "hidden_sizes", ()) or (0,)) >= WIDE_LAYER:
             return 1, (f"one device: on CPU an on-policy learner with {WIDE_LAYER}-unit or "
@@ -441,8 +444,8 @@ def _auto_split(config: Config) -> bool:
     ppo_cartpole at lag 1 split 1.2-1.4x fused on one device, impala_cartpole 1.24x.
     Not measured to pay, so fused: recurrent and wide learners (their update is 86-87%
     of a tick, so overlap bounds them under 1.1x, and the split exchanges whole
-    trajectories each tick), and off-policy ones, which take every device for data
-    parallelism (their host-dispatched split measured 0.8x)."""
+    trajectories each tick), and off-policy ones (their host-dispatched split measured
+    0.8x)."""
     agent = config.agent
     return (config.pipeline.lag >= 1 and config.pipeline.devices == 0
             and getattr(type(agent), "DATA", "trajectory") == "trajectory"

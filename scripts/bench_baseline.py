@@ -27,7 +27,8 @@ observation, one more critic pass); the baselines use JAX's default PRNG (threef
 trainer's train.prng=auto picks philox4x32 on one device: `--baseline-prng philox4x32`
 gives the baselines the same). Both run under the XLA flags `import jaxrl_async` sets,
 one CPU device per core included: the trainer runs with its default `pipeline.devices=0`,
-which on CPU splits an off-policy learner (and a large on-policy one) over the cores,
+which on CPU splits a recurrent off-policy learner (and a large on-policy one) over the
+cores and keeps DQN and SAC on one device,
 while each baseline is one program on one device (`--trainer-override
 pipeline.devices=1` pins the trainer to one too).
 

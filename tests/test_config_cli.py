@@ -204,13 +204,16 @@ def test_activation_names_match_the_networks():
     ("cpu", "ppo_breakout_minatar", [], 1, "128-unit or wider layers"),
     ("cpu", "pqn_breakout_minatar", [], 1, "128-unit or wider layers"),
     ("cpu", "ppo_cartpole", ["env.num_envs=2048", "agent.hidden_sizes=[128]"], 1, "128-unit"),
-    # CPU, off-policy: the most devices the batches split over; 10 envs split over 2 of 4
-    ("cpu", "dqn_cartpole", [], 2, "data parallel over 2 of 4 CPU devices (an off-policy"),
-    ("cpu", "r2d2_cartpole_masked", [], 4, "data parallel over 4 of 4"),
-    ("cpu", "sac_pendulum", ["env.num_envs=1"], 1, "split over no more (pipeline.devices=4"),
-    # 6 envs but a replay batch of 128: 3 devices take the envs, not the batch; 2 take both
-    ("cpu", "sac_pendulum", ["env.num_envs=6"], 2, "over 2 of 4"),
-    ("cpu", "sac_pendulum", ["pipeline.devices=1"], 1, "pipeline.devices=1"),
+    # CPU, off-policy: one device for a memoryless learner, for a recurrent one the most
+    # devices the batches split over
+    ("cpu", "dqn_cartpole", [], 1, "memoryless off-policy learner stays on one"),
+    ("cpu", "sac_pendulum", [], 1, "memoryless off-policy learner stays on one"),
+    ("cpu", "td3_pendulum", ["env.num_envs=8"], 1, "(pipeline.devices=4 forces 4)"),
+    ("cpu", "r2d2_cartpole_masked", [], 4, "data parallel over 4 of 4 CPU devices (a recurrent"),
+    # 6 envs but a replay batch of 16 sequences: 3 devices take the envs, not the batch
+    ("cpu", "r2d2_cartpole_masked", ["env.num_envs=6"], 2, "over 2 of 4"),
+    ("cpu", "r2d2_cartpole_masked", ["env.num_envs=1"], 1, "split over no more"),
+    ("cpu", "sac_pendulum", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
 ])
 def test_devices_0_chooses_by_platform_learner_and_work_per_device(
         monkeypatch, platform, name, overrides, devices, why):
