@@ -45,7 +45,8 @@ def test_a_fresh_process_gets_one_cpu_device_per_core_and_runs_choose_from_them(
     script = ("import json, jax, jaxrl_async\n"
               "print(json.dumps({'devices': jax.local_device_count(), 'choice': {\n"
               "    name: jaxrl_async.load_config(name).num_devices\n"
-              "    for name in ('dqn_cartpole', 'ppo_breakout_minatar')}}))\n")
+              "    for name in ('dqn_cartpole', 'r2d2_cartpole_masked',\n"
+              "                 'ppo_breakout_minatar')}}))\n")
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=env, timeout=120)
@@ -53,6 +54,8 @@ def test_a_fresh_process_gets_one_cpu_device_per_core_and_runs_choose_from_them(
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     cores = min(_xla_flags.cpu_cores(), _xla_flags.MAX_CPU_DEVICES)
     assert out["devices"] == cores
-    # DQN's 10 envs and replay batch of 128 split over 2 cores of 2 or more; on-policy
-    # learners stay on one device
-    assert out["choice"] == {"dqn_cartpole": min(cores, 2), "ppo_breakout_minatar": 1}
+    # R2D2's 8 envs and batch of 16 sequences split over 2 cores or more; the memoryless
+    # DQN and the 256-wide PPO stay on one device
+    choice = out.pop("choice")
+    assert (choice.pop("r2d2_cartpole_masked") > 1) == (cores > 1)
+    assert choice == {"dqn_cartpole": 1, "ppo_breakout_minatar": 1}
