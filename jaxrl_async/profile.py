@@ -19,6 +19,10 @@ placement at the config's lag:
            versions, staleness masks, counters). Negative where XLA runs the halves of
            a lag ≥ 1 tick at once.
 
+The overlap bound (`overlap_bound`) is the most that running the two halves at once
+(split placement at lag ≥ 1) could speed the tick up, if each half kept its speed on a
+device of its own: tick / (tick − the shorter half), at least 1.
+
 Shares are of the tick's time. A phase timed alone may fuse and schedule differently
 than inside the tick; `rest` absorbs that difference too.
 """
@@ -97,7 +101,15 @@ def profile_config(config: Config, seconds: float, repeats: int, calibrated_loop
             "compile_seconds": {name: loop[2] for name, loop in loops.items()},
             "returns_in": ("store" if offpolicy else
                            "targets" if agent.targets is not None else "update"),
-            "sps": tick_steps / tick}
+            "sps": tick_steps / tick,
+            "overlap_bound": overlap_bound(tick, med["rollout"], med["learn"])}
+
+
+def overlap_bound(tick: float, rollout: float, learn: float) -> float:
+    """The most that running the halves at once could speed a tick up: it saves at most
+    the shorter half, and is never shorter than the longer one (where the halves took
+    longer alone than inside the tick, the negative rest, that is the one that binds)."""
+    return max(1.0, tick / max(tick - min(rollout, learn), max(rollout, learn)))
 
 
 def _tick_phase(pipeline, state):
@@ -188,9 +200,10 @@ def _replay_learner_phases(config, pipeline, agent, state, key) -> dict:
 
 def table(rows: list[dict]) -> str:
     """Markdown: per config, the tick's time and each phase's share (median [min–max] of
-    the tick, shares of medians)."""
-    lines = ["| config | envs x steps | lag | tick | SPS | rollout | returns | update | rest |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    the tick, shares of medians), and the most overlapping the halves could win."""
+    lines = ["| config | envs x steps | lag | tick | SPS | rollout | returns | update | rest "
+             "| overlap bound |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         tick = [1e3 * t for t in r["seconds_per_tick"]["tick"]]
         s = r["shares"]
@@ -199,6 +212,7 @@ def table(rows: list[dict]) -> str:
             f"| {r['config']} | {r['envs']} x {r['rollout_len']} | {r['lag']} | "
             f"{statistics.median(tick):.3g} ms [{min(tick):.3g}–{max(tick):.3g}] | "
             f"{r['sps'] / 1e3:,.0f}k | {100 * s['rollout']:.0f}% | {returns} | "
-            f"{100 * s['update']:.0f}% | {100 * s['rest']:.0f}% |")
+            f"{100 * s['update']:.0f}% | {100 * s['rest']:.0f}% | "
+            f"{r['overlap_bound']:.2f}x |")
     return "\n".join(lines)
 

@@ -78,8 +78,23 @@ def test_profile_times_every_phase_of_an_on_and_an_off_policy_config(tmp_path, c
                     "update": med["learn"] - med["returns"]}
         for phase, seconds in expected.items():
             assert math.isclose(r["shares"][phase], seconds / med["tick"]), phase
+        short, long = sorted((med["rollout"], med["learn"]))
+        assert math.isclose(r["overlap_bound"],
+                            max(1.0, med["tick"] / max(med["tick"] - short, long)))
     table = capsys.readouterr().out
     assert "| ppo_cartpole | 4 x 8 | 0 |" in table and "| dqn_cartpole | 4 x 8 | 0 |" in table
+    assert "| overlap bound |" in table
+    assert f"| {rows[0]['overlap_bound']:.2f}x |" in table
+
+
+def test_the_overlap_bound_saves_at_most_the_shorter_half():
+    from jaxrl_async.profile import overlap_bound
+
+    assert overlap_bound(1.0, 0.5, 0.5) == 2.0  # equal halves, nothing else: twice as fast
+    assert math.isclose(overlap_bound(1.0, 0.25, 0.7), 1 / 0.75)  # the rest stays
+    assert overlap_bound(1.0, 0.0, 0.8) == 1.0  # no actor to hide
+    assert overlap_bound(1.0, 0.1, 1.2) == 1.0  # the learner alone is longer than the tick
+    assert math.isclose(overlap_bound(1.0, 0.5, 0.6), 1 / 0.6)  # the longer half binds
 
 
 def test_profile_rejects_an_unknown_config(capsys):
