@@ -43,7 +43,8 @@ them (xla_cpu_multi_thread_eigen=false, xla_cpu_experimental_{xnn,ynn}_fusion_ty
 xla_cpu_prefer_vector_width=512, xla_cpu_use_fusion_emitters=false: none better than
 1% in interleaved runs; the last 30% slower). DQN at 10 updates of 128 a tick is the
 same: its update is compute-bound and matches the baseline's, prioritized replay adding
-about 7% (sum-tree descent and priority write-back).
+about 7% timed alone (sum-tree descent and priority write-back), 30-50% of a tick inside
+the training chunk (README, Speed: where DQN's gap is).
 
 Timing excludes compilation for both: the baseline is compiled with `.lower().compile()`
 and the run timed to `block_until_ready`; the trainer's summary "sps" counts its host
