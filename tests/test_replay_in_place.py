@@ -1,5 +1,5 @@
 """The training chunk writes the replay in place: the optimized program copies no
-replay-sized array. A copy per tick of every replay array is silent (same results) and
+replay-sized array, the prioritized replay's sum-tree leaves included. A copy per tick of every replay array is silent (same results) and
 cost SAC at one env 2.3x its speed (issue 14); this pins the layout that avoids it."""
 
 import re
@@ -35,3 +35,8 @@ def test_chunk_copies_no_replay_array(case):
     assert re.search(rf"\[(1,)?{CAPACITY}[,\]]", hlo), "the replay should be in the program"
     copies = re.findall(rf"= \S*\[(?:1,)?{CAPACITY}[,\]]\S* copy\(", hlo)
     assert not copies, f"{len(copies)} copies of replay arrays in the chunk"
+    if config.replay.kind == "prioritized":  # the sum tree's leaves: capacity padded to 2^k
+        leaves = 1 << (CAPACITY - 1).bit_length()
+        assert re.search(rf"\[(1,)?{leaves}\]", hlo), "the sum tree should be in the program"
+        copies = re.findall(rf"= \S*\[(?:1,)?{leaves}\]\S* copy\(", hlo)
+        assert not copies, f"{len(copies)} copies of the sum tree's leaves in the chunk"
