@@ -391,9 +391,9 @@ def choose_devices(config: Config) -> tuple[int, str]:
     """(devices, why): `pipeline.devices` if set; with 0, all devices where a run must span
     them (several processes, split placement); on CPU, for a recurrent off-policy learner
     the most devices its batches split over, and one for a memoryless off-policy learner
-    or an on-policy one with a layer of WIDE_LAYER units or more; else all devices where each one's share of a gradient step
-    and of a tick is large enough (MIN_ROWS_PER_DEVICE, MIN_STEPS_PER_DEVICE), one where
-    not."""
+    or an on-policy one with a layer of WIDE_LAYER units or more; else all devices where
+    each one's share of a gradient step and of a tick is large enough
+    (MIN_ROWS_PER_DEVICE, MIN_STEPS_PER_DEVICE), one where not."""
     available = _device_count()
     if config.pipeline.devices:
         return config.pipeline.devices, f"pipeline.devices={config.pipeline.devices}"
