@@ -441,20 +441,28 @@ def compile_chunk(chunk, state, options: dict | None = None) -> Callable:
     return jax.jit(chunk, donate_argnums=0).lower(state).compile(compiler_options=options)
 
 
+def compile_init(lowered, options: dict | None = None):
+    """A lowered init compiled for compile time, not run time: it runs once. On CPU, XLA's
+    older fusion emitters compile it about twice as fast as the default ones (which run
+    1.3-1.8x faster, what the chunk needs); with the lowest optimisation level on top."""
+    fast = {"xla_backend_optimization_level": 0}
+    if jax.default_backend() == "cpu":
+        fast["xla_cpu_use_fusion_emitters"] = False
+    return lowered.compile(compiler_options={**(options or {}), **fast})
+
+
 def init_and_compile(pipeline: Pipeline, key, num_ticks: int, options: dict | None = None):
     """(initial state, compiled chunk), compiling the two programs concurrently.
 
     XLA compiles without holding the GIL, so the chunk (traced from the abstract
-    state) compiles in a worker thread while this thread compiles and runs init.
-    Init runs once, so it is compiled at the lowest optimisation level.
+    state) compiles in a worker thread while this thread compiles (`compile_init`) and
+    runs init.
     """
     init_lowered = jax.jit(pipeline.init).lower(key)
     abstract_state = init_lowered.out_info
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         chunk_future = pool.submit(compile_chunk, pipeline.chunk(num_ticks), abstract_state,
                                    options)
-        init = init_lowered.compile(
-            compiler_options={**(options or {}), "xla_backend_optimization_level": 0})
-        state = init(key)
+        state = compile_init(init_lowered, options)(key)
         chunk = chunk_future.result()
     return jax.block_until_ready(state), chunk

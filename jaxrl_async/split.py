@@ -33,8 +33,8 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxrl_async.pipeline import (Pipeline, acted_fields, async_tick, compile_chunk, make_chunk,
-                                  queue_oldest, queue_push, replay_tick)
+from jaxrl_async.pipeline import (Pipeline, acted_fields, async_tick, compile_chunk, compile_init,
+                                  make_chunk, queue_oldest, queue_push, replay_tick)
 from jaxrl_async.sharding import AXIS, lower_mulhi_on_meshes
 
 PLACE = "place"  # the axis of the one-program split's mesh: (actor device, learner device)
@@ -70,7 +70,8 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
         return lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
                                               sharding=NamedSharding(mesh, spec))
 
-    state, learner_state = jax.jit(actor.init)(key), jax.jit(learner.init)(key)
+    state, learner_state = (compile_init(jax.jit(p.init).lower(key), options)(key)
+                            for p in (actor, learner))
     owned = ("learner", "updates", "replay", "window") if offpolicy else (
         "learner", "updates", "in_flight", "in_flight_version")
     state = state.replace(**{name: getattr(learner_state, name) for name in owned})
@@ -152,7 +153,8 @@ def _init_and_compile_one_program(actor: Pipeline, learner: Pipeline, key, num_t
 
     chunk = jax.shard_map(make_chunk(tick, num_ticks), mesh=mesh, in_specs=(P(),),
                           out_specs=(P(), P()), check_vma=False)
-    state = jax.device_put(jax.jit(actor.init)(key), NamedSharding(mesh, P()))
+    state = jax.device_put(compile_init(jax.jit(actor.init).lower(key), options)(key),
+                           NamedSharding(mesh, P()))
     return jax.block_until_ready(state), compile_chunk(chunk, state, options)
 
 

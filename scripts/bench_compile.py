@@ -4,13 +4,14 @@ variants, each compile in a fresh process with no compile cache, the variants al
 
 The suite compiles about 90 training programs, and a tiny one dominates a short test's time.
 This script is how the README's compile figures are measured. A variant is a JSON object
-of XLA compiler options for the chunk (init is always compiled at optimisation level 0, as
-`pipeline.init_and_compile` does).
+of XLA compiler options for the chunk; init is compiled as the trainer compiles it
+(`pipeline.compile_init`) unless the variant's "init" key gives init's options instead.
 
     python scripts/bench_compile.py                        # a tiny PPO, default options only
     python scripts/bench_compile.py --repeats 5 --variant \
         'opt1={"xla_backend_optimization_level": 1}' --variant \
-        'cheap={"xla_llvm_disable_expensive_passes": true}'
+        'cheap={"xla_llvm_disable_expensive_passes": true}' --variant \
+        'init-opt0={"init": {"xla_backend_optimization_level": 0}}'
     python scripts/bench_compile.py --config dqn_cartpole --set agent.hidden_sizes=[16]
 """
 
@@ -33,6 +34,7 @@ import jax
 jax.config.update("jax_enable_compilation_cache", False)
 import jaxrl_async
 from jaxrl_async.build import build_pipeline
+from jaxrl_async.pipeline import compile_init
 
 name, options, overrides = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 config = jaxrl_async.load_config(name, overrides + ["train.progress=false"])
@@ -40,7 +42,8 @@ pipeline, _ = build_pipeline(config)
 init = jax.jit(pipeline.init).lower(jax.random.key(0, impl=config.prng_impl))
 chunk = jax.jit(pipeline.chunk(4), donate_argnums=0).lower(init.out_info)
 start = time.perf_counter()
-init.compile({"xla_backend_optimization_level": 0})
+init_options = options.pop("init", None)
+compile_init(init) if init_options is None else init.compile(init_options)
 middle = time.perf_counter()
 chunk.compile(options or None)
 print(json.dumps({"init": middle - start, "chunk": time.perf_counter() - middle}))
@@ -75,7 +78,8 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
                         help="config overrides (default for ppo_cartpole: a tiny PPO)")
     parser.add_argument("--variant", action="append", type=parse_variant, default=[],
-                        help="LABEL={json XLA options} for the chunk; 'default' always runs")
+                        help="LABEL={json XLA options} for the chunk, and under \"init\" for init; "
+                             "'default' always runs")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     overrides = args.set if args.set is not None else (

@@ -14,7 +14,8 @@ spec.loader.exec_module(bc)
 
 
 def test_a_measurement_times_init_and_chunk():
-    seconds = bc.measure("ppo_cartpole", {"xla_backend_optimization_level": 1}, [
+    seconds = bc.measure("ppo_cartpole", {"xla_backend_optimization_level": 1,
+                                          "init": {"xla_backend_optimization_level": 0}}, [
         "env.num_envs=2", "pipeline.rollout_len=4", "agent.hidden_sizes=[8]",
         "agent.num_minibatches=1", "train.total_steps=64"])
     assert set(seconds) == {"init", "chunk"} and all(s > 0 for s in seconds.values())

@@ -6,6 +6,7 @@ import pytest
 
 import jaxrl_async
 from jaxrl_async.build import build_pipeline
+from jaxrl_async.pipeline import compile_init
 
 from learning import assert_learns
 
@@ -83,6 +84,30 @@ def test_max_staleness_skips_stale_updates():
     # has already moved past, and its update is skipped.
     np.testing.assert_array_equal(np.asarray(metrics["skipped_updates"]), [0, 1, 0, 1, 0, 1])
     assert int(final.updates) == 3
+
+
+def test_init_compiled_for_compile_time_computes_what_a_plain_jit_computes():
+    """The trainer compiles init with `compile_init`'s options (on CPU XLA's older fusion
+    emitters, optimisation level 0): its state is the plain jit's, integers exactly and
+    floats to rounding. DQN's init steps the envs for its first window and initialises
+    the networks and the replay, so most of init's arithmetic is in it."""
+    config = jaxrl_async.load_config("dqn_cartpole", [
+        "env.num_envs=4", "pipeline.rollout_len=8", "agent.hidden_sizes=[8]",
+        "agent.n_step=3", "replay.capacity=64", "replay.batch_size=8",
+        "replay.learning_starts=32", "train.total_steps=256"])
+    pipeline, _ = build_pipeline(config)
+    key = jax.random.key(0, impl=config.prng_impl)
+    fast = compile_init(jax.jit(pipeline.init).lower(key))(key)
+    plain = jax.jit(pipeline.init)(key)
+    assert jax.tree.structure(fast) == jax.tree.structure(plain)
+    moved = 0
+    for a, b in zip(_leaves(fast), _leaves(plain)):
+        if np.issubdtype(a.dtype, np.floating):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(a, b)
+        moved += int(np.count_nonzero(a))
+    assert moved > 0  # not two all-zero states
 
 
 def test_bad_lag_values_are_config_errors():
