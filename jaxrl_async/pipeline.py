@@ -444,7 +444,7 @@ def compile_chunk(chunk, state, options: dict | None = None) -> Callable:
 def compile_init(lowered, options: dict | None = None):
     """A lowered init compiled for compile time, not run time: it runs once. On CPU, XLA's
     older fusion emitters compile it about twice as fast as the default ones (which run
-    1.2-1.9x faster, what the chunk needs); with the lowest optimisation level on top."""
+    1.2-2.0x faster, what the chunk needs); with the lowest optimisation level on top."""
     fast = {"xla_backend_optimization_level": 0}
     if jax.default_backend() == "cpu":
         fast["xla_cpu_use_fusion_emitters"] = False
