@@ -5,8 +5,8 @@ Dense), and `recur(carry, xp)`, the step that reads the carry (one Dense on the 
 state, then the gates). The actor calls both once per env step. The learner, which runs
 the cell over whole sequences, projects every step's input in one batched matmul and
 scans only `recur`: one small matmul per step instead of one per gate and input, which is
-what a latency-bound scan on a CPU pays for (1.78x the training SPS of
-ppo_rnn_cartpole_masked against flax's GRUCell, whose equations these are; README).
+what a latency-bound scan on a CPU pays for; a recurrent config trains faster than with
+flax's GRUCell, whose equations these are (docs/performance.md has the cell's cost).
 """
 
 from __future__ import annotations

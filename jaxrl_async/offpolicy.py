@@ -11,7 +11,7 @@ The window holds the previous tick's trajectory behind the last n-1 steps of the
 before, so the learner samples the replay as it stood at the end of the previous tick
 and the actor and learner share no data in a tick. Storing first, then only reading,
 lets XLA write the replay in place: learning first and storing after made it copy the
-whole buffer every tick (16x slower at 1e5 MinAtar frames). Every env step is stored
+whole buffer every tick, a cost that grows with the capacity. Every env step is stored
 exactly once, as the start of one n-step transition, windows crossing rollouts.
 
 A recurrent agent that asks for sequences (`ReplayUse.sequence_length`, R2D2) gets

@@ -90,7 +90,7 @@ def standard_normal_rows(keys, width: int):
     """float32 [B, width]: the draws `distributions.gaussian_sample` makes with keys [B],
     computed once into their own buffer. Left to XLA, the random bits and their
     transform to normals fuse into every consumer and are recomputed in each (the
-    forward pass and the log-density's gradient: 13% of a SAC update at batch 256)."""
+    forward pass and the log-density's gradient), a visible share of a SAC update."""
     noise = jax.vmap(lambda k: jax.random.normal(k, (width,), jnp.float32))(keys)
     # max(x, -inf) = x exactly. XLA never fuses a reduction into its consumers (an
     # optimization_barrier is expanded before fusion on CPU and did not hold).

@@ -80,7 +80,7 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
         flat, unravel = ravel_pytree(state.params)
         # The bootstrap side needs no gradient: evaluated apart from the loss, the backward
         # pass covers only the b sampled observations (one call on obs and next_obs together
-        # backpropagates through 2b rows, half of them zeros: 1.3x the time here).
+        # would backpropagate through 2b rows, half of them zeros).
         next_q_target = net.apply(state.target_params, items.next_obs)
         next_q_online = net.apply(state.params, items.next_obs) if config.double else None
 

@@ -131,8 +131,8 @@ def sac_loss(p, target_critic, batch, actor, critic, reward_scale: float,
     alpha = jnp.exp(jax.lax.stop_gradient(p["log_alpha"]))
     # The policy on x' only feeds the targets: a forward pass of its own, outside the
     # gradient, so the backward pass covers the b rows of x alone. (One pass over x and
-    # x' together backpropagated zeros through the b rows of x' as well: the policy's
-    # weight-gradient matmuls over 2b rows, 8% of the whole tick at batch 256.)
+    # x' together would backpropagate zeros through the b rows of x' as well: the policy's
+    # weight-gradient matmuls over 2b rows instead of b.)
     noise = batch["noise"]
     next_mean, next_log_std = actor.apply(jax.lax.stop_gradient(p["actor"]), next_obs)
     next_action, next_log_pi = jax.lax.stop_gradient(

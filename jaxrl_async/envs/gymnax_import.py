@@ -1,8 +1,8 @@
 """gymnax, imported without the plotting stack of its renderers.
 
 Importing gymnax loads seaborn (and with it scipy.stats and pandas) and matplotlib.pyplot
-for the `render` methods of a few envs: about 1.5 s of every process that makes an env,
-more than the rest of gymnax. Training never renders, so until gymnax is imported those
+for the `render` methods of a few envs: most of gymnax's import time, paid by every
+process that makes an env. Training never renders, so until gymnax is imported those
 two modules stand in `sys.modules` as placeholders that import the real module the first
 time one of its attributes is read (and from then on forward to it). importlib's
 LazyLoader cannot do this on Python 3.11: a second `import` of a lazy module reads its

@@ -96,7 +96,7 @@ def _materialize(x):
 
     XLA (CPU) otherwise fuses each level's index arithmetic into the next
     level's gather and recomputes the whole path above it, random draws
-    included, at every level: quadratic in the depth and measured 5-10x slower.
+    included, at every level: quadratic in the depth, several times slower.
     A reduction is never fused into its consumers, so this one cuts the chain.
     """
     return jnp.stack([x, jnp.zeros_like(x)], axis=-1).max(axis=-1)

@@ -1,7 +1,7 @@
 """Env suites by prefix: `env.name=<suite>:<id>` builds `<id>` from that suite.
 
 Each suite has one small adapter module here, imported only when a run names the suite
-(importing a suite costs 1-3 s), exposing
+(importing a suite takes seconds), exposing
 
     ids() -> list[str]                       the ids the suite registers
     make(id, **kwargs) -> (env, env_params)  a gymnax-1.0-API env (the internal contract)

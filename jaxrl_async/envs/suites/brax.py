@@ -68,7 +68,7 @@ class BraxEnv:
         done = jnp.logical_or(terminated, truncated)
         final_obs = stepped.obs.astype(jnp.float32)
         # Resets only where an episode ended (`reset_where`): brax's pipeline init costs
-        # 15-25% of a step. Chunks of 1/8 of the envs: on a CPU a small batch of brax's
+        # a sizeable share of a step. Chunks of 1/8 of the envs: on a CPU a small batch of brax's
         # many small ops costs nearly what a big one does.
         obs, next_state = reset_where(self.reset, done, key,
                                       (final_obs, BraxState(stepped, t)), fraction=1 / 8)
