@@ -8,6 +8,8 @@ remaining lines are kept as written; a section left empty is dropped.
 
     python scripts/minimize_configs.py           # rewrite the YAMLs in place
     python scripts/minimize_configs.py --check   # list the redundant keys, exit 1 if any
+    python scripts/minimize_configs.py --against REV  # each config as of git REV loads to
+                                                      # the same Config as the tree's
 
 Every config loads to the same `Config` before and after (the script checks this
 before it writes).
@@ -16,6 +18,7 @@ before it writes).
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -79,11 +82,35 @@ def minimized(text: str, drop: set[str]) -> str:
     return "".join(kept)
 
 
+def differing_from(rev: str) -> list[str]:
+    """The shipped configs whose YAML as of git `rev` loads, with today's code, to another
+    Config than the tree's: a changed default shows here."""
+    differ = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in sorted(CONFIG_DIR.glob("*.yaml")):
+            shown = subprocess.run(["git", "show", f"{rev}:jaxrl_async/configs/{path.name}"],
+                                   capture_output=True, text=True, cwd=CONFIG_DIR, check=False)
+            if shown.returncode:  # not shipped at `rev`
+                continue
+            old = Path(tmp) / path.name
+            old.write_text(shown.stdout)
+            if load_config(old) != load_config(path):
+                differ.append(path.name)
+    return differ
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="list redundant keys and exit 1 if any; write nothing")
+    parser.add_argument("--against", metavar="REV",
+                        help="compare every config with its YAML as of git REV; write nothing")
     args = parser.parse_args(argv)
+    if args.against:
+        differ = differing_from(args.against)
+        print(f"differ from {args.against}: {', '.join(differ)}" if differ else
+              f"every config loads as at {args.against}")
+        return 1 if differ else 0
     status = 0
     for path in sorted(CONFIG_DIR.glob("*.yaml")):
         drop = redundant_keys(path)
