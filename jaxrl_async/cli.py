@@ -165,11 +165,39 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+DESCRIPTION = """\
+Reinforcement learning in JAX with the semantics of an asynchronous actor-learner
+system inside one XLA program: jitted, vmapped env rollouts, device-resident buffers
+and a configurable parameter lag between the actor and the learner. Train a shipped
+config or a YAML file of your own, changing any setting with section.key=value."""
+
+EPILOG = """\
+examples:
+  jaxrl-async train                                      # PPO on CartPole-v1 (ppo_cartpole)
+  jaxrl-async train ppo_acrobot env.num_envs=16 train.seed=3
+  jaxrl-async train ppo_cartpole_async pipeline.lag=2    # the actor two updates behind
+  jaxrl-async sweep ppo_cartpole 'agent.learning_rate=[1e-4,3e-4,1e-3]' train.num_seeds=4
+  jaxrl-async resume runs/ppo_cartpole-RUN train.total_steps=1e6
+  jaxrl-async eval runs/ppo_cartpole-RUN --episodes 100
+  jaxrl-async envs                                       # every env id with its spaces
+
+Each command has its own --help (jaxrl-async train --help). Shipped configs are the
+files in the package's configs/ directory; settings, env suites, algorithms, devices and
+checkpoints are documented in the project's README.md and docs/ (docs/configuration.md
+lists every section and key)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="jaxrl-async", description=__doc__)
+    parser = _Parser(prog="jaxrl-async", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("train", help="train a config (default ppo_cartpole)")
+    p = sub.add_parser("train", help="train a config (default ppo_cartpole)",
+                       description="Train CONFIG, a shipped config name or a YAML file, with "
+                                   "section.key=value overrides (values are YAML), e.g. "
+                                   "jaxrl-async train ppo_acrobot env.num_envs=16. The run "
+                                   "writes RUN_DIR: config.yaml, metrics.jsonl, TensorBoard "
+                                   "events, checkpoints and summary.json.")
     p.add_argument("config", nargs="?", default="ppo_cartpole",
                    help="shipped config name or path to a YAML file")
     p.add_argument("overrides", nargs="*", metavar="section.key=value")
