@@ -240,3 +240,16 @@ def test_readme_results_are_those_of_results_md():
             assert match, f"README column {column!r} is not in docs/RESULTS.md"
             expected = results[name][results_columns.index(match[0])]
             assert cell == expected, f"{name} {column}: README {cell!r}, RESULTS.md {expected!r}"
+
+
+def test_help_speaks_to_a_user_and_its_examples_work():
+    from jaxrl_async.cli import build_parser
+
+    parser = build_parser()
+    text = parser.format_help()
+    assert "actor-learner" in text and "docs/" in text and "examples:" in text
+    examples = [line.strip() for line in (parser.epilog or "").splitlines()
+                if line.strip().startswith("jaxrl-async ")]
+    assert len(examples) >= 3
+    for line in examples:
+        _check_command("jaxrl-async --help", line)
