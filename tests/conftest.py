@@ -1,7 +1,6 @@
 """Shared test set-up: one persistent XLA cache for the whole suite, its subprocesses included."""
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,46 +17,12 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
                                + " --xla_force_host_platform_device_count=1").strip()
 
 import jaxrl_async  # noqa: E402,F401  (applies the project's XLA flags before JAX starts)
-
-
-def run_cli(*args, cwd=None, timeout=600, env=None):
-    """Run the real `python -m jaxrl_async` in a subprocess; returns CompletedProcess."""
-    import subprocess
-
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "jaxrl_async", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, env=full_env)
+from tests.helpers.cli import run_cli  # noqa: E402
 
 
 @pytest.fixture
 def cli():
     return run_cli
-
-
-def run_cli_in_process(*args, cwd):
-    """`jaxrl_async.cli.main(args)` in this process, in `cwd`: (exit code, stderr). The same
-    code as the command without a fresh interpreter (about 2 s each); the signal handlers
-    and working directory it changes are put back."""
-    import contextlib
-    import io
-    import signal
-
-    from jaxrl_async import cli
-
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    before, err = os.getcwd(), io.StringIO()
-    try:
-        os.chdir(cwd)
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            try:
-                code = cli.main(list(args))
-            except SystemExit as e:  # argparse's own errors
-                code = e.code
-    finally:
-        os.chdir(before)
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
-    return code, err.getvalue()
 
 
 # The files with the longest runs (learning over seeds, subprocesses on forced devices), longest

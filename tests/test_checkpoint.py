@@ -1,8 +1,6 @@
 """Checkpoints and resume: orbax round trips, exact resume, keep-last-N, crashes, bad input."""
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -10,13 +8,14 @@ import textwrap
 import jax
 import numpy as np
 import pytest
-from conftest import run_cli_in_process
-from test_dqn import TINY as DQN_TINY
-from test_train import SMALL
 
 import jaxrl_async
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.errors import ConfigError, UserError
+from tests.helpers.cli import run_cli_in_process
+from tests.helpers.configs import DQN_TINY
+from tests.helpers.configs import PPO_SMALL as SMALL
+from tests.helpers.resume import assert_same_records, assert_same_state, interrupt_at, records
 
 # Configs whose resume must match the uninterrupted run bit for bit; an off-policy
 # agent with prioritized replay joins as one more entry. Each is a program another test
@@ -34,60 +33,6 @@ RESUME_CONFIGS = [
     pytest.param("ppo_cartpole_async", SMALL + ["agent.memory=gru", "agent.memory_size=8",
                                                 "agent.hidden_sizes=[8]"], id="ppo-gru-lag1"),
 ]
-
-
-def _raw(x):
-    """A leaf as numpy; typed PRNG keys as their key data."""
-    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-        x = jax.random.key_data(x)
-    return np.asarray(x)
-
-
-def assert_same_state(a, b):
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b)):
-        assert x.dtype == y.dtype, jax.tree_util.keystr(path)
-        np.testing.assert_array_equal(_raw(x), _raw(y), err_msg=jax.tree_util.keystr(path))
-
-
-def assert_same_records(a: list[dict], b: list[dict]):
-    """Equal metrics records, wall time and SPS aside (NaN equals NaN)."""
-    drop = ("sps", "wall_seconds")
-    assert [{k: v for k, v in r.items() if k not in drop} for r in a] == \
-        [{k: v for k, v in r.items() if k not in drop} for r in b]
-
-
-def _records(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def _interrupt_at(env_steps):
-    """A train() callback that sends this process SIGINT when a record reaches env_steps;
-    train() defers it to the next host-call boundary, saves there and raises."""
-    assert callable(signal.getsignal(signal.SIGINT)), "SIGINT must reach a Python handler"
-
-    def callback(record):
-        if record["env_steps"] == env_steps:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    return callback
-
-
-def assert_resume_is_bitwise(config, tmp_path, reference=None, reference_dir=None):
-    """Train `config` to the end (unless `reference`, a finished run of it in
-    `reference_dir`, is given), then again, interrupted at its first log point and
-    resumed: the same final state and log records. Returns the uninterrupted result."""
-    if reference is None:
-        reference_dir = tmp_path / "reference"
-        reference = jaxrl_async.train(config, run_dir=reference_dir)
-    log_points = [int(s) for s in reference.metrics["env_steps"]]
-    run_dir = tmp_path / "run"
-    with pytest.raises(jaxrl_async.TrainingInterrupted):
-        jaxrl_async.train(config, run_dir=run_dir, callbacks=[_interrupt_at(log_points[0])])
-    resumed = jaxrl_async.resume(run_dir)
-    assert_same_state(resumed.state, reference.state)
-    assert_same_records(_records(run_dir), _records(reference_dir))
-    return reference
 
 
 def _fresh_state(config):
@@ -183,17 +128,17 @@ def test_resume_after_interrupt_equals_the_uninterrupted_run(tmp_path, name, ove
 
     run_dir = tmp_path / "run"
     with pytest.raises(jaxrl_async.TrainingInterrupted) as info:
-        jaxrl_async.train(config, run_dir=run_dir, callbacks=[_interrupt_at(log_points[0])])
+        jaxrl_async.train(config, run_dir=run_dir, callbacks=[interrupt_at(log_points[0])])
     # The signal came while logging the first call; the second, already running, finishes
     # and is saved.
     stopped = log_points[1]
     assert info.value.env_steps == stopped and info.value.run_dir == run_dir
     assert ckpt.steps(run_dir / "checkpoints") == [stopped]
-    assert [r["env_steps"] for r in _records(run_dir)] == log_points[:2]
+    assert [r["env_steps"] for r in records(run_dir)] == log_points[:2]
 
     resumed = jaxrl_async.resume(run_dir)
     assert_same_state(resumed.state, reference.state)
-    assert_same_records(_records(run_dir), _records(tmp_path / "reference"))
+    assert_same_records(records(run_dir), records(tmp_path / "reference"))
     assert resumed.metrics.keys() == reference.metrics.keys()
     for key in reference.metrics:
         if key not in ("sps", "wall_seconds"):
@@ -218,8 +163,8 @@ def test_extending_a_finished_run_equals_the_longer_run(tmp_path):
 
     extended = jaxrl_async.resume(run_dir, ["train.total_steps=8192"])
     assert_same_state(extended.state, longer.state)
-    assert [r["env_steps"] for r in _records(run_dir)] == list(range(1024, 8193, 1024))
-    assert_same_records(_records(run_dir), _records(tmp_path / "longer"))
+    assert [r["env_steps"] for r in records(run_dir)] == list(range(1024, 8193, 1024))
+    assert_same_records(records(run_dir), records(tmp_path / "longer"))
     assert jaxrl_async.load_config(run_dir / "config.yaml").train.total_steps == 8192
 
 
@@ -286,12 +231,12 @@ def test_a_crash_mid_save_leaves_the_previous_checkpoint(tmp_path):
     leftovers = [p.name for p in (run_dir / "checkpoints").iterdir() if "tmp" in p.name]
     assert leftovers and leftovers[0].startswith("4096.")
     assert ckpt.steps(run_dir / "checkpoints") == [2048]
-    assert [r["env_steps"] for r in _records(run_dir)] == [1024, 2048, 3072, 4096]
+    assert [r["env_steps"] for r in records(run_dir)] == [1024, 2048, 3072, 4096]
 
     resumed = jaxrl_async.resume(run_dir)  # from 2048; the half-written 4096 is cleared
     assert not [p for p in (run_dir / "checkpoints").iterdir() if "tmp" in p.name]
     assert ckpt.steps(run_dir / "checkpoints") == [2048, 4096]
-    assert [r["env_steps"] for r in _records(run_dir)] == [1024, 2048, 3072, 4096]
+    assert [r["env_steps"] for r in records(run_dir)] == [1024, 2048, 3072, 4096]
     reference = jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", SMALL))
     assert_same_state(resumed.state, reference.state)
 

@@ -4,9 +4,9 @@ through the real `python -m jaxrl_async` command for a few."""
 import dataclasses
 
 import pytest
-from conftest import run_cli_in_process
 
 from jaxrl_async import Config, ConfigError, load_config
+from tests.helpers.cli import run_cli_in_process
 
 # ---------------------------------------------------------------------------------------------
 # Bad input on the command line: exit 2, one line on stderr, no traceback, nothing written.

@@ -14,8 +14,8 @@ from jaxrl_async.offpolicy import make_replay_stage, nstep_transitions
 from jaxrl_async.replay import prioritized
 from jaxrl_async.returns import nstep_returns
 from jaxrl_async.types import BuildContext, NStepTransition, Transition
-
-from learning import assert_learns, curves
+from tests.helpers.configs import DQN_TINY
+from tests.helpers.learning import assert_learns, curves
 
 
 def nstep_reference(rewards, terminated, truncated, next_obs, n, gamma):
@@ -232,11 +232,7 @@ def test_replay_config_errors(bad, message):
         jaxrl_async.load_config("dqn_cartpole", bad)
 
 
-TINY = ["env.num_envs=4", "pipeline.rollout_len=4", "agent.hidden_sizes=[16]",
-        "agent.n_step=3", "agent.updates_per_tick=2", "replay.capacity=256",
-        "replay.batch_size=32", "replay.learning_starts=64", "agent.epsilon_decay_steps=512",
-        "agent.target_update_every=4", "train.total_steps=1024", "train.log_every=256",
-        "train.progress=false"]
+TINY = DQN_TINY
 
 
 @pytest.mark.parametrize("lag", [0, 2])
@@ -260,7 +256,7 @@ def test_replay_stores_raw_observations_and_the_learner_sees_them_normalised(mon
     normalised with the current statistics. NoiseEnv's first dimension has mean 3 and
     scale 2: about 3 raw, about 0 normalised."""
     import jaxrl_async.build
-    from test_envs import NoiseEnv
+    from tests.helpers.probe_envs import NoiseEnv
 
     seen = {}
 

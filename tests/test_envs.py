@@ -5,9 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import struct
 from gymnax.environments import spaces
-from probe_envs import WalkEnv, advantages_reference, walk_rollout
 
 from jaxrl_async.agents.ppo import PPOConfig, make_ppo
 from jaxrl_async.envs import (
@@ -22,6 +20,12 @@ from jaxrl_async.envs import (
 )
 from jaxrl_async.errors import ConfigError, EnvSpecError
 from jaxrl_async.networks import ValueHead
+from tests.helpers.probe_envs import (
+    NoiseEnv,
+    WalkEnv,
+    advantages_reference,
+    walk_rollout,
+)
 
 # ---------------------------------------------------------------------------------------------
 # make / check_env for every registered gymnax id
@@ -234,38 +238,6 @@ def test_ppo_learn_bootstraps_truncated_steps_from_final_observation():
 
 # ---------------------------------------------------------------------------------------------
 # NormalizeObservation
-
-
-@struct.dataclass
-class NoiseState:
-    raw_obs: jax.Array
-
-
-class NoiseEnv:
-    """Gaussian observations with per-dimension mean MU and scale SIGMA; never ends."""
-
-    MU = np.array([3.0, -2.0, 0.0], np.float32)
-    SIGMA = np.array([2.0, 0.5, 10.0], np.float32)
-
-    default_params = None
-
-    def observation_space(self, params):
-        return spaces.Box(-jnp.inf, jnp.inf, (3,), jnp.float32)
-
-    def action_space(self, params):
-        return spaces.Discrete(2)
-
-    def _draw(self, key):
-        obs = self.MU + self.SIGMA * jax.random.normal(key, (3,))
-        return obs, NoiseState(obs)
-
-    def reset(self, key, params=None):
-        return self._draw(key)
-
-    def step(self, key, state, action, params=None):
-        obs, state = self._draw(key)
-        false = jnp.bool_(False)
-        return obs, state, jnp.float32(0.0), false, false, {"final_observation": obs}
 
 
 def test_normalize_observation_running_stats_match_numpy():

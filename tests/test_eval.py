@@ -7,8 +7,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_cli_in_process
-from probe_envs import MatchContext, WalkEnv
 
 import jaxrl_async
 from jaxrl_async.agents.dqn import DQNConfig, make_dqn
@@ -20,6 +18,8 @@ from jaxrl_async.envs.wrappers import NormState
 from jaxrl_async.evaluate import evaluate_run, make_evaluator, obs_stats
 from jaxrl_async.networks import CategoricalPolicy, TorsoSpec
 from jaxrl_async.types import Agent, BuildContext
+from tests.helpers.cli import run_cli_in_process
+from tests.helpers.probe_envs import MatchContext, WalkEnv
 
 DISCRETE = EnvSpec((3,), np.dtype(np.float32), True, 3, (), np.dtype(np.int32))
 BOX = EnvSpec((3,), np.dtype(np.float32), False, 0, (2,), np.dtype(np.float32),

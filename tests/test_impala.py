@@ -8,9 +8,8 @@ import jaxrl_async
 from jaxrl_async.agents.impala import IMPALAConfig, env_group_minibatches, make_impala
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import ValueHead
-
-from learning import assert_learns, curves
-from probe_envs import advantages_reference, walk_rollout
+from tests.helpers.learning import assert_learns, curves
+from tests.helpers.probe_envs import advantages_reference, walk_rollout
 
 
 # Each learning test runs under one PRNG (both measured in the docstrings): the default keys

@@ -6,9 +6,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_cli_in_process
-from learning import assert_learns, seed_returns
-from probe_envs import ClockEnv, WalkEnv, counting_agent
 
 import jaxrl_async
 from jaxrl_async.agents.actor_critic import make_actor_critic
@@ -20,6 +17,9 @@ from jaxrl_async.networks import RecurrentActorCritic
 from jaxrl_async.pipeline import make_pipeline
 from jaxrl_async.sharding import AXIS
 from jaxrl_async.types import BuildContext
+from tests.helpers.cli import run_cli_in_process
+from tests.helpers.learning import assert_learns, seed_returns
+from tests.helpers.probe_envs import ClockEnv, WalkEnv, counting_agent
 
 GRU = ["env.num_envs=4", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",
        "agent.memory=gru", "agent.memory_size=8", "agent.num_minibatches=2",

@@ -5,8 +5,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from learning import assert_learns
-from probe_envs import MaskedImageMatch
 
 import jaxrl_async
 from jaxrl_async.agents import make_agent
@@ -15,6 +13,8 @@ from jaxrl_async.envs import check_env
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.types import ActorClock, BuildContext
+from tests.helpers.learning import assert_learns
+from tests.helpers.probe_envs import MaskedImageMatch
 
 ENV = MaskedImageMatch()
 OPTIMUM = ENV.default_params.episode_length

@@ -7,8 +7,7 @@ import pytest
 import jaxrl_async
 from jaxrl_async.build import build_pipeline
 from jaxrl_async.pipeline import compile_init
-
-from learning import assert_learns
+from tests.helpers.learning import assert_learns
 
 SMALL = ["env.num_envs=4", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",
          "agent.num_minibatches=2", "agent.num_epochs=2", "train.total_steps=1024"]

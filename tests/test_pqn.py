@@ -11,11 +11,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_cli_in_process
-from learning import assert_learns, curves
-from probe_envs import MaskedImageMatch, walk_rollout
-from test_checkpoint import assert_resume_is_bitwise
-from test_returns import q_lambda_reference
 
 import jaxrl_async
 from jaxrl_async.agents.configs import PQNConfig
@@ -24,6 +19,11 @@ from jaxrl_async.envs import check_env, make
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import QNetwork
 from jaxrl_async.types import ActorClock, BuildContext
+from tests.helpers.cli import run_cli_in_process
+from tests.helpers.learning import assert_learns, curves
+from tests.helpers.probe_envs import MaskedImageMatch, walk_rollout
+from tests.helpers.references import q_lambda_reference
+from tests.helpers.resume import assert_resume_is_bitwise
 
 # 4 envs x 16 steps a tick, 16 updates, a log point every 4.
 TINY = ["env.num_envs=4", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",

@@ -12,19 +12,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_checkpoint import assert_resume_is_bitwise
 
 import jaxrl_async
 from jaxrl_async.agents.configs import R2D2Config
-from jaxrl_async.agents.r2d2 import (RecurrentQNetwork, sequence_loss, sequence_priority,
-                                     time_major, value_rescale, value_rescale_inv)
-from jaxrl_async.config import ReplayConfig
+from jaxrl_async.agents.r2d2 import (
+    RecurrentQNetwork,
+    sequence_loss,
+    sequence_priority,
+    time_major,
+    value_rescale,
+    value_rescale_inv,
+)
 from jaxrl_async.cells import initial_carry
+from jaxrl_async.config import ReplayConfig
 from jaxrl_async.offpolicy import make_replay_stage
 from jaxrl_async.replay.sequences import Sequence
 from jaxrl_async.types import Memory, ReplayUse, Transition
-
-from learning import assert_learns
+from tests.helpers.learning import assert_learns
+from tests.helpers.resume import assert_resume_is_bitwise
 
 
 def test_value_rescaling_and_its_inverse_invert_each_other():

@@ -380,8 +380,7 @@ SUBPROCESS = textwrap.dedent("""
     import json, sys
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-    sys.path.insert(0, {tests!r})
-    import test_replay_prioritized as t
+    import tests.test_replay_prioritized as t
 
     assert len(jax.devices()) == 2, jax.devices()
     mesh = Mesh(np.array(jax.devices()), ("data",))
@@ -408,7 +407,7 @@ def test_shard_map_over_two_cpu_devices_equals_the_named_axis_vmap():
     env = {**os.environ, "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") +
                                        " --xla_force_host_platform_device_count=2").strip(),
            "JAX_PLATFORMS": "cpu"}
-    script = SUBPROCESS.format(tests=str(ROOT / "tests"))
+    script = SUBPROCESS.format()
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]

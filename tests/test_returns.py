@@ -7,6 +7,7 @@ import pytest
 
 from jaxrl_async.agents.common import fold_truncation
 from jaxrl_async.returns import gae, q_lambda
+from tests.helpers.references import q_lambda_reference
 
 
 def gae_reference(values, bootstrap_value, rewards, discounts, lambda_):
@@ -106,37 +107,7 @@ def test_gae_rejects_mismatched_shapes(shapes):
 # Q(lambda)
 
 
-def q_lambda_reference(rewards, terminated, truncated, next_q, gamma, lambda_):
-    """Plain Python, the forward view: for each step t, the lambda-weighted mix of its
-    n-step Q-learning returns
 
-      G_t^(n) = sum_{k<n} gamma^k r_{t+k} + gamma^n max_a next_q[t+n-1][a],
-
-    over n = 1..N, where step t+N-1 is the first that ends the episode or the rollout's
-    last step: G_t = (1-lambda) sum_{n<N} lambda^(n-1) G_t^(n) + lambda^(N-1) G_t^(N).
-    A termination at t+N-1 drops the bootstrap of G_t^(N) (and wins over a truncation at
-    the same step); a truncation keeps it, from max_a Q of the final observation,
-    next_q[t+N-1]; so does the rollout's end. next_q [T][B][A] are the Q-values of the
-    observation after each step, before any auto-reset.
-    """
-    T, B = len(rewards), len(rewards[0])
-    out = np.zeros((T, B))
-    for b in range(B):
-        for t in range(T):
-            end = t
-            while not (terminated[end][b] or truncated[end][b]) and end < T - 1:
-                end += 1
-            N = end - t + 1
-            total, discounted_rewards = 0.0, 0.0
-            for n in range(1, N + 1):
-                discounted_rewards += gamma ** (n - 1) * rewards[t + n - 1][b]
-                last = t + n - 1
-                bootstrap = 0.0 if (n == N and terminated[last][b]) else \
-                    gamma ** n * max(next_q[last][b])
-                weight = (1 - lambda_) * lambda_ ** (n - 1) if n < N else lambda_ ** (N - 1)
-                total += weight * (discounted_rewards + bootstrap)
-            out[t, b] = total
-    return out
 
 
 def random_episodes(seed, T=19, B=4, A=3, end_prob=0.12):

@@ -3,7 +3,6 @@ reference, importance weights, the temperature, two devices, and learning Pendul
 several seeds, at its own settings and at another library's."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,15 +17,11 @@ from jaxrl_async.agents.sac import SACConfig, make_sac
 from jaxrl_async.envs import make, spec_of
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.types import BuildContext, NStepTransition, Sample
-
-from learning import assert_learns, curves
+from tests.helpers.cli import subprocess_env
+from tests.helpers.learning import assert_learns, curves
+from tests.helpers.references import critics_np, dense_layers, mlp_np, pendulum_spec
 
 TINY = SACConfig(hidden_sizes=(16, 16), learning_rate=3e-3)
-
-
-def pendulum_spec():
-    env, params = make("Pendulum-v1")
-    return spec_of(env, params)
 
 
 def build(config=TINY, spec=None, axis_name=None):
@@ -51,32 +46,10 @@ def make_sample(b=32, seed=0, discount=0.9):
 # --- numpy reference of the networks and the TD error ------------------------------------
 
 
-def mlp_np(layers, x):
-    """Dense layers [(kernel, bias)], relu between them, none after the last."""
-    for i, (kernel, bias) in enumerate(layers):
-        x = x @ np.asarray(kernel, np.float64) + np.asarray(bias, np.float64)
-        if i < len(layers) - 1:
-            x = np.maximum(x, 0.0)
-    return x
-
-
-def dense_layers(tree, depth):
-    return [(tree["MLP_0"][f"Dense_{i}"]["kernel"], tree["MLP_0"][f"Dense_{i}"]["bias"])
-            for i in range(depth)] + [(tree["Dense_0"]["kernel"], tree["Dense_0"]["bias"])]
-
-
 def actor_np(params, obs, depth):
     out = mlp_np(dense_layers(params["params"], depth), np.asarray(obs, np.float64))
     mean, log_std = np.split(out, 2, axis=-1)
     return mean, np.clip(log_std, -5.0, 2.0)
-
-
-def critics_np(params, obs, action, depth):
-    """[2, b]: both members of the stacked ensemble."""
-    tree = params["params"]["VmapQValue_0"]
-    x = np.concatenate([np.asarray(obs, np.float64), np.asarray(action, np.float64)], -1)
-    members = [jax.tree.map(lambda v, i=i: v[i], tree) for i in range(2)]
-    return np.stack([mlp_np(dense_layers(m, depth), x)[:, 0] for m in members])
 
 
 def td_reference(state, sample, key, config, half=2.0):
@@ -267,7 +240,7 @@ TWO_DEVICES = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     from jax.flatten_util import ravel_pytree
     from jax.sharding import NamedSharding, PartitionSpec as P
-    import test_sac as t
+    import tests.test_sac as t
 
     assert jax.local_device_count() == 2, jax.devices()
     # The shipped SAC's whole init over both devices. Its twin critics' batched orthogonal
@@ -306,9 +279,7 @@ TWO_DEVICES = textwrap.dedent("""
 
 @pytest.mark.slow  # a fresh process (or several) that compiles and trains
 def test_learn_on_two_devices_equals_one_device_on_the_whole_batch():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-           "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__),
-                                          os.environ.get("PYTHONPATH", "")])}
+    env = subprocess_env(devices=2)
     proc = subprocess.run([sys.executable, "-c", TWO_DEVICES], capture_output=True, text=True,
                           env=env, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -5,13 +5,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from learning import assert_learns
 
 import jaxrl_async
 from jaxrl_async.bench import has_direct
 from jaxrl_async.envs import suites
 from jaxrl_async.envs.spec import check_env
 from jaxrl_async.errors import ConfigError
+from tests.helpers.learning import assert_learns
 
 pytest.importorskip("brax")
 

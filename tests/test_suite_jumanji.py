@@ -13,12 +13,11 @@ jumanji = pytest.importorskip("jumanji")
 
 from jumanji import registration
 from jumanji.environments import Snake
-from learning import assert_learns
-from random_policy import random_return
 
 from jaxrl_async.envs import suites
 from jaxrl_async.envs.spec import check_env
 from jaxrl_async.errors import ConfigError, UserError
+from tests.helpers.learning import assert_learns, random_return
 
 UP, RIGHT = 0, 1
 
@@ -302,7 +301,8 @@ def test_ppo_learns_snake_by_name_respecting_the_action_mask():
     as it does for the policy): 1.7 fruits per episode. The seeds ended at 12.6-13.5
     (threshold 4x random, 6.9)."""
     env, params = suites.make("jumanji:Snake-v1", num_rows=6, num_cols=6, time_limit=100)
-    random = random_return(env, params, steps=1024)
+    random, episodes = random_return(env, params, num_envs=256, steps=1024)
+    assert episodes >= 256, episodes
     assert 1.0 < random < 2.5, random
     config = jaxrl_async.load_config("ppo_cartpole", [
         "env.name=jumanji:Snake-v1", "env.kwargs.num_rows=6", "env.kwargs.num_cols=6",

@@ -6,13 +6,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from learning import assert_learns, random_return
 
 import jaxrl_async
 from jaxrl_async.bench import has_direct
 from jaxrl_async.envs import suites
 from jaxrl_async.envs.spec import check_env
 from jaxrl_async.errors import ConfigError
+from tests.helpers.learning import assert_learns, random_return
 
 pytest.importorskip("navix")
 
@@ -165,7 +165,8 @@ def test_ppo_learns_to_reach_the_goal_by_name():
     0.99-1.0 after ~25k steps; ~60 s here, most of it compiling.
     """
     kwargs = {"max_steps": 20}
-    random, episodes = random_return("navix:Navix-Empty-5x5-v0", kwargs, steps=2000)
+    random, episodes = random_return(*suites.make("navix:Navix-Empty-5x5-v0", **kwargs),
+                                     steps=2000)
     assert episodes > 5000 and random < 0.1, (random, episodes)
     config = jaxrl_async.load_config("ppo_cartpole", [
         "env.name=navix:Navix-Empty-5x5-v0", "env.kwargs.max_steps=20", "env.num_envs=16",

@@ -13,8 +13,6 @@ import jaxrl_async
 
 xminigrid = pytest.importorskip("xminigrid")
 
-from learning import assert_learns
-from random_policy import random_return
 from xminigrid import benchmarks
 from xminigrid.core.constants import TILES_REGISTRY, Colors, Tiles
 from xminigrid.core.goals import AgentNearGoal
@@ -23,6 +21,7 @@ from xminigrid.core.rules import EmptyRule
 from jaxrl_async.envs import suites
 from jaxrl_async.envs.spec import check_env
 from jaxrl_async.errors import ConfigError, UserError
+from tests.helpers.learning import assert_learns, random_return
 
 FORWARD, RIGHT, LEFT = 0, 1, 2  # xminigrid's actions: move, turn clockwise, turn back
 
@@ -186,7 +185,8 @@ def test_ppo_solves_empty_5x5_by_name():
     reward 1 - 0.9 * steps / 100); uniformly random actions score 0.26 (measured here).
     All four seeds reached the optimum by 16-24k steps (threshold 0.9)."""
     env, params = suites.make("xminigrid:MiniGrid-Empty-5x5")
-    random = random_return(env, params)
+    random, episodes = random_return(env, params, num_envs=256, steps=512)
+    assert episodes >= 256, episodes
     assert 0.1 < random < 0.4, random
     config = jaxrl_async.load_config("ppo_cartpole", [
         "env.name=xminigrid:MiniGrid-Empty-5x5", "env.num_envs=16", "pipeline.rollout_len=32",

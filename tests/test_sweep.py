@@ -7,12 +7,12 @@ import math
 import jax
 import numpy as np
 import pytest
-from test_checkpoint import _interrupt_at, _records, assert_same_records, assert_same_state
 
 import jaxrl_async
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.cli import main
 from jaxrl_async.sweeps import auc, split_overrides
+from tests.helpers.resume import assert_same_records, assert_same_state, interrupt_at, records
 
 # 4 envs x 16 steps, 8 updates, a log point every 2.
 TINY = ["env.num_envs=4", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",
@@ -75,16 +75,16 @@ def test_the_table_and_the_point_files_agree_with_numpy(swept):
     assert len(table["points"]) == 4
     for row in table["points"]:
         run_dir = sweep_dir / row["run_dir"]
-        records = _records(run_dir)
+        rows = records(run_dir)
         finals = []
         for k in range(2):
-            values = [r[f"episode_return/seed{k}"] for r in records
+            values = [r[f"episode_return/seed{k}"] for r in rows
                       if r[f"episode_return/seed{k}"] is not None]
             finals.append(values[-1])
         assert row["final_return_seeds"] == pytest.approx(finals)
         assert row["final_return_mean"] == pytest.approx(np.mean(finals))
         assert row["final_return_std"] == pytest.approx(np.std(finals))
-        assert row["auc"] == pytest.approx(auc(records))
+        assert row["auc"] == pytest.approx(auc(rows))
         point_config = jaxrl_async.load_config(run_dir / "config.yaml")
         assert point_config.train.num_seeds == 2
         for key, value in row["overrides"].items():
@@ -109,7 +109,7 @@ def test_a_resumed_sweep_equals_the_uninterrupted_one(swept, tmp_path):
     sweep_dir = tmp_path / "s"
 
     with pytest.raises(jaxrl_async.TrainingInterrupted) as info:
-        jaxrl_async.sweep(config, GRID, sweep_dir=sweep_dir, callbacks=[_interrupt_at(128)])
+        jaxrl_async.sweep(config, GRID, sweep_dir=sweep_dir, callbacks=[interrupt_at(128)])
     assert info.value.run_dir == sweep_dir
     assert ckpt.steps(sweep_dir / "groups" / "0" / "checkpoints") == [256]
     assert not (sweep_dir / "sweep.json").exists()
@@ -117,8 +117,8 @@ def test_a_resumed_sweep_equals_the_uninterrupted_one(swept, tmp_path):
     resumed = jaxrl_async.resume_sweep(sweep_dir)
     assert_same_state(resumed.states[0], reference.states[0])
     for row in reference.points:
-        assert_same_records(_records(sweep_dir / row["run_dir"]),
-                            _records(reference.sweep_dir / row["run_dir"]))
+        assert_same_records(records(sweep_dir / row["run_dir"]),
+                            records(reference.sweep_dir / row["run_dir"]))
     strip = lambda rows: [{k: v for k, v in r.items() if k != "run_dir"} for r in rows]  # noqa
     assert strip(resumed.points) == strip(reference.points)
 
@@ -171,5 +171,5 @@ def test_cli_sweep_of_structural_and_numeric_values_off_policy(tmp_path, capsys)
     for row in table["points"]:
         summary = json.loads((sweep_dir / row["run_dir"] / "summary.json").read_text())
         assert summary["agent"] == "dqn" and summary["num_seeds"] == 1
-        assert len(_records(sweep_dir / row["run_dir"])) == 2
+        assert len(records(sweep_dir / row["run_dir"])) == 2
     assert (sweep_dir / "sweep.png").stat().st_size > 0

@@ -4,7 +4,6 @@ Adam of their own, acting and greedy actions, bad settings, two devices, a bitwi
 and learning Pendulum over several seeds in one program."""
 
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -14,10 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_cli_in_process
 from jax.flatten_util import ravel_pytree
-from test_checkpoint import assert_resume_is_bitwise
-from test_sac import critics_np, dense_layers, mlp_np, pendulum_spec
 
 import jaxrl_async
 from jaxrl_async.agents.configs import TD3Config
@@ -25,8 +21,11 @@ from jaxrl_async.agents.td3 import make_td3, smoothed_target_action
 from jaxrl_async.envs import make, spec_of
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.types import BuildContext, NStepTransition, Sample
-
-from learning import assert_learns, curves
+from tests.helpers.cli import run_cli_in_process
+from tests.helpers.cli import subprocess_env
+from tests.helpers.learning import assert_learns, curves
+from tests.helpers.references import critics_np, dense_layers, mlp_np, pendulum_spec
+from tests.helpers.resume import assert_resume_is_bitwise
 
 TINY = TD3Config(hidden_sizes=(16, 16), learning_rate=3e-3)
 
@@ -257,7 +256,7 @@ TWO_DEVICES = textwrap.dedent("""
     import jax, numpy as np
     from jax.flatten_util import ravel_pytree
     from jax.sharding import NamedSharding, PartitionSpec as P
-    import test_td3 as t
+    import tests.test_td3 as t
 
     assert jax.local_device_count() == 2, jax.devices()
     mesh = jax.make_mesh((2,), ("data",))
@@ -290,9 +289,7 @@ def test_learn_on_two_devices_equals_one_device_on_the_whole_batch(shared, tmp_p
     _, learn, _, _, initial = shared
     with open(tmp_path / "initial.pkl", "wb") as f:
         pickle.dump(jax.device_get(initial), f)
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-           "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__),
-                                          os.environ.get("PYTHONPATH", "")])}
+    env = subprocess_env(devices=2)
     proc = subprocess.run([sys.executable, "-c", TWO_DEVICES, str(tmp_path / "initial.pkl")],
                           capture_output=True, text=True, env=env, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -7,16 +7,15 @@ import signal
 import jax
 import numpy as np
 import pytest
-from probe_envs import MatchContext
 
 import jaxrl_async
+from tests.helpers.configs import PPO_SMALL
+from tests.helpers.learning import assert_learns, curves
+from tests.helpers.probe_envs import MatchContext
 
-from learning import assert_learns, curves
-
-# One small config shared by the tests below and the CLI test, so the suite compiles it once
-# (in-process cache) and the CLI subprocess finds it in the persistent cache.
-SMALL = ["env.num_envs=4", "pipeline.rollout_len=32", "agent.hidden_sizes=[16,16]",
-         "train.total_steps=4096", "train.log_every=1024", "train.progress=false"]
+# One small config shared by the tests below, the CLI test and other files, so the suite
+# compiles it once (in-process cache) and the CLI subprocess finds it in the persistent cache.
+SMALL = PPO_SMALL
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +150,7 @@ def test_second_start_loads_programs_from_the_compile_cache(cli, tmp_path):
     (976, 61, (61, 16)), (976, 64, (61, 16)), (12, 100, (12, 1)), (97, 10, (10, 9)),
     (1, 8, (1, 1)), (100, 7, (5, 20))])
 def test_plan_calls_tiles_the_run_with_one_program(num_updates, target, expected):
-    from jaxrl_async.trainer import plan_calls
+    from jaxrl_async.runplan import plan_calls
 
     ticks, calls = plan_calls(num_updates, target)
     assert (ticks, calls) == expected

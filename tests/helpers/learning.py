@@ -38,35 +38,44 @@ def assert_learns(result, threshold: float, min_passing: int, last: int = 1):
     return returns
 
 
-def random_return(env_name: str, kwargs: dict, num_envs: int = 64, steps: int = 1000,
+def random_return(env, params, num_envs: int = 64, steps: int = 1000,
                   seed: int = 0) -> tuple[float, int]:
     """(mean return, episodes) of the episodes that uniformly random actions complete in
     `steps` steps of `num_envs` envs: the baseline a learning test must clearly beat,
     measured on the batched env the trainer steps (episode statistics included), in one
-    jitted scan."""
+    jitted scan. Where the observation has an "action_mask", the actions are uniform over
+    the legal ones (a row that allows none allows all, as the policies do)."""
     import jax
     import jax.numpy as jnp
 
-    from jaxrl_async import envs
+    from jaxrl_async.envs import make_batched
 
-    env, params = envs.make(env_name, **kwargs)
-    batched = envs.make_batched(env)
-    sample = jax.vmap(env.action_space(params).sample)
+    batched = make_batched(env)
+    space = env.action_space(params)
+    sample = jax.vmap(space.sample)
+
+    def act(key, obs):
+        if not (isinstance(obs, dict) and "action_mask" in obs):
+            return sample(jax.random.split(key, num_envs))
+        mask = obs["action_mask"]
+        mask = mask | ~mask.any(-1, keepdims=True)
+        return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf))
 
     @jax.jit
     def run(key):
         key, reset_key = jax.random.split(key)
-        _, state = batched.reset(jax.random.split(reset_key, num_envs), params)
+        obs, state = batched.reset(jax.random.split(reset_key, num_envs), params)
 
-        def step(state, key):
-            keys = jax.random.split(key, 2 * num_envs)
-            _, state, _, _, _, info = batched.step(keys[num_envs:], state,
-                                                   sample(keys[:num_envs]), params)
+        def step(carry, key):
+            obs, state = carry
+            act_key, step_key = jax.random.split(key)
+            obs, state, _, _, _, info = batched.step(
+                jax.random.split(step_key, num_envs), state, act(act_key, obs), params)
             done = info["episode_done"]
-            return state, (jnp.sum(jnp.where(done, info["episode_return"], 0.0)),
-                           jnp.sum(done))
+            return (obs, state), (jnp.sum(jnp.where(done, info["episode_return"], 0.0)),
+                                  jnp.sum(done))
 
-        _, (total, count) = jax.lax.scan(step, state, jax.random.split(key, steps))
+        _, (total, count) = jax.lax.scan(step, (obs, state), jax.random.split(key, steps))
         return total.sum(), count.sum()
 
     total, count = jax.device_get(run(jax.random.key(seed)))

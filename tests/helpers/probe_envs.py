@@ -256,3 +256,35 @@ def counting_agent():
     return Agent(init=lambda key: Learner(jnp.zeros(())),
                  act=act, learn=lambda state, traj, key: (state, {}), greedy=greedy,
                  init_carry=lambda batch: jnp.zeros((batch,), jnp.int32))
+
+
+@struct.dataclass
+class NoiseState:
+    raw_obs: jax.Array
+
+
+class NoiseEnv:
+    """Gaussian observations with per-dimension mean MU and scale SIGMA; never ends."""
+
+    MU = np.array([3.0, -2.0, 0.0], np.float32)
+    SIGMA = np.array([2.0, 0.5, 10.0], np.float32)
+
+    default_params = None
+
+    def observation_space(self, params):
+        return spaces.Box(-jnp.inf, jnp.inf, (3,), jnp.float32)
+
+    def action_space(self, params):
+        return spaces.Discrete(2)
+
+    def _draw(self, key):
+        obs = self.MU + self.SIGMA * jax.random.normal(key, (3,))
+        return obs, NoiseState(obs)
+
+    def reset(self, key, params=None):
+        return self._draw(key)
+
+    def step(self, key, state, action, params=None):
+        obs, state = self._draw(key)
+        false = jnp.bool_(False)
+        return obs, state, jnp.float32(0.0), false, false, {"final_observation": obs}

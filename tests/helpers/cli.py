@@ -1,0 +1,50 @@
+"""The command line as a test drives it: in a fresh interpreter or in this process."""
+
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def subprocess_env(devices: int | None = None, **extra: str) -> dict[str, str]:
+    """This process's environment for a child Python: the repository root on its path (so it
+    can import `tests.helpers`) and, with `devices`, that many forced CPU devices."""
+    env = {**os.environ, **extra}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    if devices is not None:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    return env
+
+
+def run_cli(*args, cwd=None, timeout=600, env=None):
+    """Run the real `python -m jaxrl_async` in a subprocess; returns CompletedProcess."""
+    return subprocess.run([sys.executable, "-m", "jaxrl_async", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def run_cli_in_process(*args, cwd):
+    """`jaxrl_async.cli.main(args)` in this process, in `cwd`: (exit code, stderr). The same
+    code as the command without a fresh interpreter; the signal handlers and working
+    directory it changes are put back."""
+    from jaxrl_async import cli
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    before, err = os.getcwd(), io.StringIO()
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as e:  # argparse's own errors
+                code = e.code
+    finally:
+        os.chdir(before)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    return code, err.getvalue()
