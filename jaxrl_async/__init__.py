@@ -13,7 +13,8 @@ from jaxrl_async.errors import ConfigError, EnvSpecError, TrainingInterrupted  #
 
 _LAZY = {"train": "jaxrl_async.trainer", "resume": "jaxrl_async.trainer",
          "TrainResult": "jaxrl_async.trainer", "make": "jaxrl_async.envs",
-         "sweep": "jaxrl_async.sweeps", "resume_sweep": "jaxrl_async.sweeps"}
+         "sweep": "jaxrl_async.sweeps", "resume_sweep": "jaxrl_async.sweeps",
+         "choose_layout": "jaxrl_async.layout"}
 
 
 def __getattr__(name: str):
@@ -30,6 +31,7 @@ __all__ = [
     "EnvSpecError",
     "TrainResult",
     "TrainingInterrupted",
+    "choose_layout",
     "load_config",
     "make",
     "resume",

@@ -6,7 +6,8 @@ from jaxrl_async import envs as envs_lib
 from jaxrl_async.agents import make_agent
 from jaxrl_async.config import Config
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.pipeline import make_pipeline
+from jaxrl_async.layout import choose_layout
+from jaxrl_async.pipeline import PipelineShape, make_pipeline
 from jaxrl_async.sharding import AXIS, make_mesh
 from jaxrl_async.types import BuildContext
 
@@ -17,7 +18,8 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
 
     Checks the env against its declared spaces first (EnvSpecError on a mismatch).
     `num_updates` sets the length of schedules (learning rate, importance-weight
-    exponent; default: the config's); `mesh` the devices (default: `config.num_devices`).
+    exponent; default: the config's); `mesh` the devices (default: as many as the run's
+    layout on this machine takes, `layout.choose_layout`).
     """
     env, env_params = envs_lib.resolve(config.env, env, env_params)
     spec = envs_lib.check_env(env, env_params)
@@ -28,7 +30,7 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
     if config.agent.torso == "cnn" and not any(len(s) == 3 for s in shapes):
         raise ConfigError(f"agent.torso=cnn needs an image observation [H, W, C]; "
                           f"{config.env.name} observes {spec.obs_shape}")
-    mesh = make_mesh(config.num_devices) if mesh is None else mesh
+    mesh = make_mesh(choose_layout(config).devices) if mesh is None else mesh
     num_updates = config.num_updates if num_updates is None else num_updates
     # On one device there is nothing to average over: no axis, so no all-reduce (and no
     # packing of gradients for one) in every gradient step.
@@ -37,10 +39,8 @@ def build_pipeline(config: Config, env=None, env_params=None, num_updates: int |
         spec, config.env.num_envs, config.pipeline.rollout_len, num_updates,
         axis_name=axis_name))
     batched_env = envs_lib.make_batched(env, config.env.normalize_obs, axis_name=axis_name)
-    pipeline = make_pipeline(agent, batched_env, env_params, config.pipeline.rollout_len,
-                             config.env.num_envs, unroll=config.pipeline.unroll,
-                             lag=config.pipeline.lag,
-                             max_staleness=config.pipeline.max_staleness, mesh=mesh,
-                             replay=config.replay,
-                             total_steps=num_updates * config.batch_size)
+    pipeline = make_pipeline(agent, batched_env, env_params, PipelineShape(
+        config.pipeline.rollout_len, config.env.num_envs, unroll=config.pipeline.unroll,
+        lag=config.pipeline.lag, max_staleness=config.pipeline.max_staleness,
+        total_steps=num_updates * config.batch_size), mesh=mesh, replay=config.replay)
     return pipeline, agent

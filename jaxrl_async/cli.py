@@ -13,7 +13,8 @@ from jaxrl_async.errors import UserError
 def _train(args) -> int:
     from jaxrl_async import distributed
     from jaxrl_async.config import load_config
-    from jaxrl_async.trainer import default_run_dir, train
+    from jaxrl_async.runplan import default_run_dir
+    from jaxrl_async.trainer import train
 
     # Several processes join before load_config counts the devices (the mesh spans them all).
     distributed.initialize(args.config, args.overrides)
@@ -153,7 +154,7 @@ def _plot(args) -> int:
 
 
 def _bench(args) -> int:
-    from jaxrl_async.bench import main as bench_main
+    from jaxrl_async.tools.bench import main as bench_main
 
     return bench_main(args.bench_args)
 

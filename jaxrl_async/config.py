@@ -192,7 +192,9 @@ class DistributedConfig:
 class Config:
     name: str = "custom"
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
-    agent: Any = None  # one of AGENT_CONFIGS, chosen by agent.name
+    # One of AGENT_CONFIGS (an agent_config.AgentConfig), chosen by agent.name; typed Any
+    # because OmegaConf's schema takes the chosen class, not the base.
+    agent: Any = None
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
@@ -213,19 +215,8 @@ class Config:
         return self.train.total_steps // self.batch_size
 
     @property
-    def num_devices(self) -> int:
-        """The devices the run's mesh spans on this machine (`choose_devices`)."""
-        return choose_devices(self)[0]
-
-    @property
-    def placement(self) -> str:
-        """"fused" or "split": `pipeline.placement` resolved on this machine
-        (`choose_placement`)."""
-        return choose_placement(self)[0]
-
-    @property
     def prng_impl(self) -> str:
-        """The PRNG implementation `train.prng` resolves to on this machine."""
+        """The PRNG implementation `train.prng` resolves to (the same on every machine)."""
         return "philox4x32" if self.train.prng == "auto" else self.train.prng
 
     def to_yaml(self) -> str:
@@ -342,207 +333,33 @@ def _build(raw, overrides: Sequence[str], name: str) -> Config:
     return config
 
 
-# `pipeline.devices=0`. Measured on two forced CPU devices with Philox keys
-# (scripts/bench_devices.py; README, Speed), two devices against one, each config as
-# shipped. Off-policy learners gained at every size measured (dqn_cartpole 1.18x,
-# sac_pendulum 1.34x, td3_pendulum 1.20x, r2d2_cartpole_masked 1.69x,
-# dqn_breakout_minatar 1.01x): on CPU they take the most devices their batches split
-# over. On-policy ones gained where each device gets at least MIN_ROWS_PER_DEVICE rows in
-# every gradient step and MIN_STEPS_PER_DEVICE env steps in every tick (PPO at 2048 envs
-# 1.10x, 16 seeds of ppo_cartpole 1.5x) and gained nothing below (ppo_cartpole_async
-# 1.06x, ppo_pendulum 0.98x): a gradient step's all-reduce (21-34 us on CPU) and two
-# device programs that slow each other cost about what the smaller share saves. Above
-# them, the 256-wide MinAtar MLPs lost too (ppo_breakout_minatar 0.95x,
-# pqn_breakout_minatar 0.88x; every gain was 64 wide), so on CPU a layer of WIDE_LAYER
-# units or more (128: not measured, kept on one device) keeps an on-policy learner on
-# one device. Off CPU nothing is measured here; the thresholds apply to every learner.
-MIN_ROWS_PER_DEVICE = 256
-MIN_STEPS_PER_DEVICE = 1024
-WIDE_LAYER = 128
-
-
-def learner_rows(config: Config) -> int:
-    """Rows one gradient step computes at once, over all devices and seeds: its samples,
-    or for a recurrent network the sequences it scans over (the scan's steps run one
-    after another whatever the device count, so only its width splits)."""
-    agent = config.agent
-    recurrent = getattr(agent, "memory", "none") != "none"
-    if getattr(type(agent), "DATA", "trajectory") == "replay":
-        rows = config.replay.batch_size  # transitions, or R2D2's sequences
-    elif recurrent:
-        rows = config.env.num_envs // getattr(agent, "num_minibatches", 1)
-    else:
-        rows = config.batch_size // getattr(agent, "num_minibatches", 1)
-    return rows * config.train.num_seeds
-
-
-def _splits_over(config: Config, devices: int) -> bool:
-    """Whether the run's batches (envs, minibatches, replay) divide over `devices`."""
-    candidate = dataclasses.replace(
-        config, pipeline=dataclasses.replace(config.pipeline, devices=devices))
-    try:
-        validate(candidate)
-    except ConfigError:
-        return False
-    return True
-
-
-def choose_devices(config: Config) -> tuple[int, str]:
-    """(devices, why): `pipeline.devices` if set; with 0, all devices where a run must span
-    them (several processes, split placement); on CPU, for a recurrent off-policy learner
-    the most devices its batches split over, and one for a memoryless off-policy learner
-    or an on-policy one with a layer of WIDE_LAYER units or more; else all devices where
-    each one's share of a gradient step and of a tick is large enough
-    (MIN_ROWS_PER_DEVICE, MIN_STEPS_PER_DEVICE), one where not."""
-    available = _device_count()
-    if config.pipeline.devices:
-        return config.pipeline.devices, f"pipeline.devices={config.pipeline.devices}"
-    if available == 1:
-        return 1, "the only device"
-    if _process_count() > 1:
-        return available, "a run over several processes spans every device"
-    if config.pipeline.placement == "split":
-        return available, "split placement"
-    if config.pipeline.placement == "auto" and _auto_split(config):
-        return 2, "split placement: one CPU device acts, one learns"
-    return _fused_devices(config, available)
-
-
-def _fused_devices(config: Config, available: int) -> tuple[int, str]:
-    """`choose_devices` for a fused run over up to `available` (> 1) devices."""
-    force = f"(pipeline.devices={available} forces {available})"
-    if _platform() == "cpu":
-        if getattr(type(config.agent), "DATA", "trajectory") == "replay":
-            if getattr(config.agent, "memory", "none") == "none":
-                return 1, (f"one device: on CPU a memoryless off-policy learner stays on one "
-                           f"(DQN, SAC and TD3 ran 0.5-0.95x split over two) {force}")
-            for devices in range(available, 1, -1):
-                if _splits_over(config, devices):
-                    return devices, (f"data parallel over {devices} of {available} CPU "
-                                     f"devices (a recurrent off-policy learner)")
-            return 1, f"one device: the run's batches split over no more {force}"
-        if max(getattr(config.agent, "hidden_sizes", ()) or (0,)) >= WIDE_LAYER:
-            return 1, (f"one device: on CPU an on-policy learner with {WIDE_LAYER}-unit or "
-                       f"wider layers stays on one (256-unit ones ran slower split) {force}")
-    rows = learner_rows(config) // available
-    steps = config.batch_size * config.train.num_seeds // available
-    share = (f"{rows:,} rows per gradient step and {steps:,} env steps per tick on "
-             f"each of {available} devices")
-    if config.env.num_envs % available:
-        return 1, f"{config.env.num_envs} envs do not split over {available} devices"
-    if rows >= MIN_ROWS_PER_DEVICE and steps >= MIN_STEPS_PER_DEVICE:
-        return available, f"data parallel: {share}"
-    return 1, (f"one device: {share} would be below {MIN_ROWS_PER_DEVICE:,} and "
-               f"{MIN_STEPS_PER_DEVICE:,}, where splitting pays {force}")
-
-
-def _auto_split(config: Config) -> bool:
-    """Whether `pipeline.placement=auto` splits the run: a memoryless on-policy MLP
-    learner narrower than WIDE_LAYER at lag >= 1, one run in one process on CPU with two
-    or more devices (none pinned), where a fused run would keep to one device. Its halves
-    then overlap on two cores; measured on the 2-core CI class (README, Speed):
-    ppo_cartpole at lag 1 split 1.2-1.4x fused on one device, impala_cartpole 1.24x.
-    Not measured to pay, so fused: recurrent and wide learners (their update is 86-87%
-    of a tick, so overlap bounds them under 1.1x, and the split exchanges whole
-    trajectories each tick), and off-policy ones (their host-dispatched split measured
-    0.8x)."""
-    agent = config.agent
-    return (config.pipeline.lag >= 1 and config.pipeline.devices == 0
-            and getattr(type(agent), "DATA", "trajectory") == "trajectory"
-            and getattr(agent, "memory", "none") == "none"
-            and getattr(agent, "torso", "mlp") == "mlp"
-            and max(getattr(agent, "hidden_sizes", ()) or (0,)) < WIDE_LAYER
-            and config.train.num_seeds == 1 and _process_count() == 1
-            and _platform() == "cpu" and _device_count() >= 2
-            and _fused_devices(config, _device_count())[0] == 1)
-
-
-def choose_placement(config: Config) -> tuple[str, str]:
-    """(placement, why): `pipeline.placement` if fused or split; for auto, split where
-    `_auto_split` says it pays, else fused."""
-    if config.pipeline.placement != "auto":
-        return config.pipeline.placement, f"pipeline.placement={config.pipeline.placement}"
-    if _auto_split(config):
-        return "split", ("split: lag >= 1 and a learner too small for data parallelism, so "
-                         "the actor and the learner overlap on a CPU device each")
-    return "fused", "fused: actor and learner share the devices"
-
-
 def validate(config: Config) -> None:
-    """Checks that span sections (shapes that must divide, budgets that must fit)."""
+    """Checks that span sections (shapes that must divide, budgets that must fit) and need
+    no device; those that depend on the device count run when the layout is chosen
+    (`layout.choose_layout`)."""
     require(config.num_updates >= 1, "train.total_steps", config.train.total_steps,
             f">= env.num_envs * pipeline.rollout_len = {config.batch_size}")
-    devices = config.num_devices
-    processes = _process_count()
-    if config.pipeline.devices > _device_count():
-        where = "local devices" if processes == 1 else f"devices over {processes} processes"
-        raise ConfigError(f"pipeline.devices={config.pipeline.devices} but only "
-                          f"{_device_count()} {where}")
-    if processes > 1:  # the mesh spans every process (pipeline.make_mesh)
-        if devices != _device_count():
-            raise ConfigError(f"pipeline.devices={devices}: a run over {processes} processes "
-                              f"uses all {_device_count()} devices (set 0)")
-        if config.placement == "split":
-            raise ConfigError("pipeline.placement=split runs in one process; use fused with "
-                              "several processes")
-    groups = [devices]
-    if config.placement == "split":
+    if config.pipeline.placement == "split":
         if config.pipeline.lag < 1:
             raise ConfigError("pipeline.placement=split needs pipeline.lag >= 1 (the actor and "
                               "the learner work on different trajectories)")
-        if not 1 <= config.pipeline.actor_devices < devices:
-            raise ConfigError(f"pipeline.placement=split needs 1 <= pipeline.actor_devices < "
-                              f"{devices} devices, got {config.pipeline.actor_devices}")
-        groups = [config.pipeline.actor_devices, devices - config.pipeline.actor_devices]
-    for group in groups:
-        if config.env.num_envs % group:
-            raise ConfigError(f"env.num_envs={config.env.num_envs} does not split over {group} "
-                              f"devices (set pipeline.devices or a multiple of {group} envs)")
-    if config.train.num_seeds > 1 and config.placement == "split":
-        raise ConfigError("train.num_seeds > 1 needs pipeline.placement=fused (the seeds are "
-                          "vmapped inside one program)")
+        if config.train.num_seeds > 1:
+            raise ConfigError("train.num_seeds > 1 needs pipeline.placement=fused (the seeds "
+                              "are vmapped inside one program)")
     if config.train.num_seeds > 1 and config.eval.every > 0:
         raise ConfigError("eval.every > 0 supports train.num_seeds=1 only (periodic "
                           "evaluation of seed-batched parameters is not built yet)")
-    if getattr(config.agent, "DATA", "trajectory") == "replay":
-        _validate_replay(config, groups[-1])  # the replay is split over the learner's devices
-    check = getattr(config.agent, "check", None)
-    if check is not None:
-        check(config)
+    if config.agent.off_policy:
+        _validate_replay(config)
+    config.agent.check(config)
 
 
-def _validate_replay(config: Config, devices: int) -> None:
-    """An off-policy run: the replay splits over the learner's `devices` and holds at
-    least one tick."""
+def _validate_replay(config: Config) -> None:
+    """An off-policy run: the replay holds at least one tick, and its data ages by design."""
     replay, pipeline = config.replay, config.pipeline
-    for key in ("capacity", "batch_size"):
-        value = getattr(replay, key)
-        if value % devices:
-            raise ConfigError(f"replay.{key}={value} does not split over {devices} devices "
-                              f"(each device keeps its own replay; use a multiple of {devices})")
     if replay.capacity < config.batch_size:
         raise ConfigError(f"replay.capacity={replay.capacity} is smaller than one tick's "
                           f"env.num_envs * pipeline.rollout_len = {config.batch_size} steps")
     if pipeline.max_staleness != -1:
         raise ConfigError("pipeline.max_staleness applies to on-policy agents only; an "
                           "off-policy agent's data ages in the replay by design")
-
-
-def _device_count() -> int:
-    """Devices of every process: the mesh spans them all (one process: its own)."""
-    import jax
-
-    return jax.device_count()
-
-
-def _platform() -> str:
-    """The platform the run's devices are on ("cpu", "gpu", "tpu")."""
-    import jax
-
-    return jax.default_backend()
-
-
-def _process_count() -> int:
-    import jax
-
-    return jax.process_count()

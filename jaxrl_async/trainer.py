@@ -1,24 +1,21 @@
 """The host loop: plan, build, start (or restore), call the compiled chunk until done, sum up.
 
-`train(config)` runs five parts, each a function here:
-  plan_run:  how many ticks per host call, how many calls, where a resume starts;
+`train(config)` runs five parts:
+  plan_run (runplan.py): the layout, ticks per host call, host calls, where a resume starts;
   build:     the pipeline(s), the agent, the periodic evaluation;
   start:     compile, then init the state or restore it from a checkpoint;
-  run_loop:  call the chunk, and between calls log, evaluate, checkpoint, stop on Ctrl-C;
+  run_loop:  call the chunk, and between calls log (runlog.py), evaluate, checkpoint,
+             stop on Ctrl-C (interrupts.py);
   summarize: the summary dict (summary.json) and the closing line.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
 import os
-import signal
-import threading
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -28,10 +25,11 @@ import numpy as np
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async import distributed, rundir
 from jaxrl_async.build import build_pipeline
-from jaxrl_async.config import Config, choose_devices, choose_placement
+from jaxrl_async.compile_cache import CACHE, configure_compile_cache
+from jaxrl_async.config import Config
 from jaxrl_async.errors import TrainingInterrupted, UserError
 from jaxrl_async.evaluate import NO_EVAL, Evaluation
-from jaxrl_async.logging import JsonlSink, Progress, TensorBoardSink, emit
+from jaxrl_async.interrupts import interrupts_between_calls
 from jaxrl_async.pipeline import (
     DETERMINISTIC_OPTIONS,
     compile_chunk,
@@ -39,7 +37,12 @@ from jaxrl_async.pipeline import (
     seed_keys,
     vmap_seeds,
 )
+from jaxrl_async.runlog import Point, RunLog
+from jaxrl_async.runplan import RunPlan, plan_run
+from jaxrl_async.sharding import make_mesh
 from jaxrl_async.split import init_and_compile_split, split_meshes
+
+__all__ = ["Point", "RunGroup", "TrainResult", "resume", "train"]
 
 
 @dataclasses.dataclass
@@ -50,14 +53,6 @@ class TrainResult:
     run_dir: Path | None
     # with a RunGroup: each point's log records, as a run of its seeds alone would log them
     point_records: list[list[dict]] | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Point:
-    """One grid point of a RunGroup: its runs and where its records go."""
-
-    runs: slice  # its runs' positions among the group's train.num_seeds runs
-    run_dir: Path | None  # its own metrics.jsonl and TensorBoard events (None: kept in memory)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,112 +70,6 @@ class RunGroup:
     points: tuple[Point, ...]
 
 
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "jaxrl_async" / "xla"
-
-
-def configure_compile_cache(enabled: bool) -> None:
-    """Persistent XLA cache so a second start of the same config skips compiling.
-
-    JAX_COMPILATION_CACHE_DIR (read by JAX itself) wins over our default directory.
-    """
-    jax.config.update("jax_enable_compilation_cache", enabled)
-    if not enabled:
-        return
-    if not jax.config.jax_compilation_cache_dir:
-        jax.config.update("jax_compilation_cache_dir", str(default_cache_dir()))
-    # Our programs compile in about a second: cache them all, not only the slow ones.
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-
-
-class _CacheCounter:
-    """Counts persistent-cache hits and misses (JAX reports them as monitoring events)."""
-
-    def __init__(self):
-        self.hits = self.misses = 0
-        jax.monitoring.register_event_listener(self._on_event)
-
-    def _on_event(self, event: str, **kwargs) -> None:
-        if event == "/jax/compilation_cache/cache_hits":
-            self.hits += 1
-        elif event == "/jax/compilation_cache/cache_misses":
-            self.misses += 1
-
-
-_CACHE = _CacheCounter()
-
-
-def default_run_dir(config: Config, root: str | Path = "runs") -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = Path(root) / f"{config.name}-{stamp}"
-    suffix = 1
-    while path.exists():
-        suffix += 1
-        path = Path(root) / f"{config.name}-{stamp}-{suffix}"
-    return path
-
-
-# ---------------------------------------------------------------------------- plan
-
-
-def plan_calls(num_updates: int, target: int) -> tuple[int, int]:
-    """(ticks per host call, host calls): every call runs the same compiled chunk.
-
-    Prefers the largest divisor of num_updates not above `target`; when that is under
-    half the target (num_updates prime, say) the run is shortened to a whole number
-    of target-sized calls instead, dropping fewer than `target` updates, rather than
-    compiling a second program for the remainder.
-    """
-    target = max(1, min(target, num_updates))
-    ticks = max(d for d in range(1, target + 1) if num_updates % d == 0)
-    if 2 * ticks < target:
-        ticks = target
-    return ticks, num_updates // ticks
-
-
-@dataclasses.dataclass(frozen=True)
-class RunPlan:
-    ticks: int  # ticks per host call (the compiled chunk's length)
-    num_calls: int  # host calls of the whole run
-    batch: int  # env steps per tick
-    point: rundir.ResumePoint | None = None  # where a resumed run starts
-
-    @property
-    def start_call(self) -> int:
-        return 0 if self.point is None else self.point.calls
-
-    @property
-    def num_updates(self) -> int:
-        return self.ticks * self.num_calls
-
-    @property
-    def steps_per_call(self) -> int:
-        return self.ticks * self.batch
-
-
-def plan_run(config: Config, run_dir, resume: bool) -> RunPlan:
-    """A fresh run tiles its updates with one chunk size; a resumed run keeps the chunk
-    of its checkpoint (a new total_steps may add or drop host calls)."""
-    batch = config.batch_size
-    if not resume:
-        ticks, calls = plan_calls(config.num_updates, max(1, config.train.log_every // batch))
-        return RunPlan(ticks, calls, batch)
-    if run_dir is None:
-        raise UserError("resuming needs the run directory")
-    point = rundir.resume_point(run_dir, config)
-    if config.num_updates // point.ticks <= point.calls:
-        per_call = point.ticks * batch
-        raise UserError(f"nothing to resume: {run_dir} is checkpointed at {point.step:,} env "
-                        f"steps and train.total_steps={config.train.total_steps} adds no host "
-                        f"call of {per_call:,} steps (e.g. train.total_steps="
-                        f"{point.step + per_call})")
-    return RunPlan(point.ticks, config.num_updates // point.ticks, batch, point)
-
-
-# ---------------------------------------------------------------------------- build
-
-
 @dataclasses.dataclass
 class Built:
     pipeline: Any  # the run's Pipeline (seed-vmapped for num_seeds > 1; the actor's if split)
@@ -191,16 +80,16 @@ class Built:
 
 
 def build(config: Config, plan: RunPlan, env=None, env_params=None) -> Built:
-    learner_pipeline = None
-    if config.placement == "split":
-        actor_mesh, learner_mesh = split_meshes(
-            config.num_devices, config.pipeline.actor_devices)
+    layout, learner_pipeline = plan.layout, None
+    if layout.placement == "split":
+        actor_mesh, learner_mesh = split_meshes(layout.devices, layout.actor_devices)
         pipeline, _ = build_pipeline(config, env, env_params, plan.num_updates, actor_mesh)
         learner_pipeline, agent = build_pipeline(config, env, env_params, plan.num_updates,
                                                  learner_mesh)
         devices = [*actor_mesh.devices.flat, *learner_mesh.devices.flat]
     else:
-        pipeline, agent = build_pipeline(config, env, env_params, plan.num_updates)
+        pipeline, agent = build_pipeline(config, env, env_params, plan.num_updates,
+                                         make_mesh(layout.devices))
         devices = list(pipeline.mesh.devices.flat)
         if config.train.num_seeds > 1:  # seeds side by side in one program
             pipeline = vmap_seeds(pipeline)
@@ -210,9 +99,6 @@ def build(config: Config, plan: RunPlan, env=None, env_params=None) -> Built:
                              device=devices[0] if jax.process_count() == 1 else None)
                   if config.eval.every > 0 else None)
     return Built(pipeline, learner_pipeline, agent, devices, evaluation)
-
-
-# ---------------------------------------------------------------------------- start
 
 
 @dataclasses.dataclass
@@ -230,7 +116,7 @@ def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None,
     """Compile the chunk (and the evaluation, in a worker thread), then init the state,
     or restore it from the checkpoint of a resumed run into a fresh state's layout."""
     compile_start = time.perf_counter()
-    hits, misses = _CACHE.hits, _CACHE.misses
+    hits, misses = CACHE.hits, CACHE.misses
     if built.evaluation is not None:
         built.evaluation.start_compile()  # in a worker thread, next to the training program
     options = DETERMINISTIC_OPTIONS if config.train.deterministic else None
@@ -239,7 +125,7 @@ def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None,
            else seed_keys(config.train.seed, num_seeds, config.prng_impl,
                           None if group is None else group.seeds))
     restore_seconds = 0.0
-    if config.placement == "split":
+    if plan.layout.placement == "split":
         state, chunk = init_and_compile_split(built.pipeline, built.learner_pipeline, key,
                                               plan.ticks, options)
     elif plan.point is None:
@@ -253,7 +139,7 @@ def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None,
         like, restore_start = state, time.perf_counter()
         state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=plan.point.step)
         restore_seconds = time.perf_counter() - restore_start
-        if config.placement != "split":
+        if plan.layout.placement != "split":
             chunk = compile_chunk(built.pipeline.chunk(plan.ticks), like, options)
         if distributed.is_main():
             rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
@@ -261,7 +147,7 @@ def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None,
     if built.evaluation is not None:
         built.evaluation.wait_compiled()
     return Started(state, chunk, time.perf_counter() - compile_start - restore_seconds,
-                   restore_seconds, _CACHE.hits - hits, _CACHE.misses - misses)
+                   restore_seconds, CACHE.hits - hits, CACHE.misses - misses)
 
 
 def with_hparams(state, hparams: dict[str, Sequence[float]]):
@@ -277,110 +163,15 @@ def with_hparams(state, hparams: dict[str, Sequence[float]]):
     return state.replace(learner=state.learner.replace(hparams={**current, **new}))
 
 
-# ---------------------------------------------------------------------------- the loop
+@dataclasses.dataclass
+class Run:
+    """A built and started run: what the loop and the summary read."""
 
-
-def _aggregate(chunk_metrics: dict, env_steps: int, wall: float, sps: float) -> dict:
-    """One log record from the stacked [K] (or, seed-batched, [N, K]) metrics of a chunk.
-
-    With N seeds each seed's episode statistics are kept as `<name>/seed<k>` and the
-    plain names hold their mean over seeds; other metrics are averaged over everything.
-    """
-    m = jax.device_get(chunk_metrics)
-    per_seed = lambda x: np.atleast_2d(np.asarray(x, np.float64)).sum(-1)  # noqa: E731
-    episodes = per_seed(m.pop("episodes"))
-    ret_sum, len_sum = per_seed(m.pop("episode_return_sum")), per_seed(m.pop("episode_length_sum"))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        returns = np.where(episodes > 0, ret_sum / episodes, np.nan)
-        lengths = np.where(episodes > 0, len_sum / episodes, np.nan)
-    record = {"env_steps": env_steps, "wall_seconds": wall, "sps": sps,
-              "episodes": int(episodes.sum()),
-              "episode_return": _mean_finite(returns), "episode_length": _mean_finite(lengths)}
-    if len(episodes) > 1:
-        for k, (ret, length) in enumerate(zip(returns, lengths)):
-            record[f"episode_return/seed{k}"] = float(ret)
-            record[f"episode_length/seed{k}"] = float(length)
-    record.update({k: float(np.max(v) if k.endswith("_max") else np.mean(v))
-                   for k, v in m.items()})
-    return record
-
-
-def _mean_finite(x) -> float:
-    finite = np.asarray(x)[np.isfinite(x)]
-    return float(finite.mean()) if finite.size else math.nan
-
-
-class RunLog:
-    """The log records of a run and where they go: callbacks, metrics.jsonl, TensorBoard,
-    the progress bar. Times SPS between records; time the loop spends on anything but
-    training (evaluating, blocking on a checkpoint) is `excluded` from it."""
-
-    def __init__(self, config: Config, plan: RunPlan, run_dir: Path | None,
-                 callbacks: Sequence[Callable[[dict], None]], main: bool,
-                 points: Sequence[Point] = ()):
-        self.records: list[dict] = [] if plan.point is None else list(plan.point.records)
-        self.sinks: list = list(callbacks) if main else []
-        self._closers: list = []
-        self._plan, self._main = plan, main
-        self.sinks += self._file_sinks(run_dir)
-        # A RunGroup's points: each logs its own runs' records to its own directory.
-        self.points = list(points)
-        self.point_records: list[list[dict]] = []
-        self.point_sinks: list[list] = []
-        for point in self.points:
-            records = []
-            if point.run_dir is not None and plan.point is not None:
-                records = rundir.read_records(point.run_dir, upto=plan.point.step)
-                if main:  # cut back to the checkpoint, as for the group's own records
-                    rundir.write_records(point.run_dir, records)
-            self.point_records.append(records)
-            self.point_sinks.append(self._file_sinks(point.run_dir))
-        self.progress = Progress(plan.num_updates * plan.batch, config.train.progress and main,
-                                 desc=config.name, initial=plan.start_call * plan.steps_per_call)
-        self._seeds, self._steps_per_call = config.train.num_seeds, plan.steps_per_call
-        self._prior = 0.0 if plan.point is None else plan.point.train_seconds
-        self.start = self._last = time.perf_counter()
-
-    def _file_sinks(self, run_dir: Path | None) -> list:
-        """metrics.jsonl and TensorBoard events in `run_dir` (none on other processes)."""
-        if run_dir is None or not self._main:
-            return []
-        point = self._plan.point
-        sinks = [JsonlSink(run_dir / "metrics.jsonl"),
-                 TensorBoardSink(run_dir, None if point is None else point.step + 1)]
-        self._closers += sinks
-        return sinks
-
-    def train_seconds(self, now: float | None = None) -> float:
-        """Training time of the whole run so far, earlier sessions of a resumed run included."""
-        return self._prior + (time.perf_counter() if now is None else now) - self.start
-
-    def exclude(self, seconds: float) -> None:
-        self._last += seconds
-
-    def log(self, calls: int, chunk_metrics, extra: dict | None = None) -> None:
-        chunk_metrics = jax.device_get(chunk_metrics)
-        now = time.perf_counter()
-        seconds, wall = max(now - self._last, 1e-9), self.train_seconds(now)
-        env_steps = calls * self._steps_per_call
-        record = _aggregate(chunk_metrics, env_steps, wall,
-                            self._seeds * self._steps_per_call / seconds)
-        self._last = now
-        record.update(extra or {})
-        self.records.append(record)
-        emit(self.sinks, record)
-        for point, records, sinks in zip(self.points, self.point_records, self.point_sinks):
-            runs = len(range(self._seeds)[point.runs])
-            mine = jax.tree.map(lambda x: x[point.runs], chunk_metrics)
-            records.append(_aggregate(mine, env_steps, wall,
-                                      runs * self._steps_per_call / seconds))
-            emit(sinks, records[-1])
-        self.progress.update(record)
-
-    def close(self) -> None:
-        self.progress.close()
-        for closer in self._closers:
-            closer.close()
+    config: Config
+    plan: RunPlan
+    built: Built
+    started: Started
+    run_dir: Path | None
 
 
 @dataclasses.dataclass
@@ -389,16 +180,15 @@ class LoopTimes:
     checkpoint_seconds: float  # the loop blocked on saves
 
 
-def run_loop(config: Config, plan: RunPlan, started: Started, log: RunLog,
-             saver: ckpt.Checkpointer | None, evaluation: Evaluation | None,
-             run_dir: Path | None):
+def run_loop(run: Run, log: RunLog, saver: ckpt.Checkpointer | None):
     """Call the chunk until the plan is done; returns (final state, LoopTimes).
 
     Each call is dispatched before the previous call's metrics are logged, so logging
     overlaps training. Evaluations and checkpoints happen at host-call boundaries; an
     interrupt (SIGINT / SIGTERM) saves there and raises TrainingInterrupted.
     """
-    state, chunk = started.state, started.chunk
+    config, plan, evaluation = run.config, run.plan, run.built.evaluation
+    state, chunk = run.started.state, run.started.chunk
     steps_per_call = plan.steps_per_call
     saved = -1 if plan.point is None else plan.point.calls  # host calls in the newest checkpoint
     checkpoint_seconds = 0.0
@@ -413,7 +203,7 @@ def run_loop(config: Config, plan: RunPlan, started: Started, log: RunLog,
             log.log(*pending, extra)
             pending = evaluated = None
 
-    with _interrupts_between_calls() as interrupted:
+    with interrupts_between_calls() as interrupted:
         for call in range(plan.start_call, plan.num_calls + 1):
             stop = distributed.any_process(interrupted())  # all processes stop together
             last = call == plan.num_calls
@@ -429,7 +219,7 @@ def run_loop(config: Config, plan: RunPlan, started: Started, log: RunLog,
                     # on; the last one (the end, or an interrupt) is waited for.
                     save_start = time.perf_counter()
                     saver.save(call * steps_per_call, state, _checkpoint_meta(
-                        config, call, plan.ticks, log.train_seconds(save_start)),
+                        run, call, log.train_seconds(save_start)),
                         wait=stop or last)
                     blocked = time.perf_counter() - save_start
                     checkpoint_seconds += blocked
@@ -437,7 +227,7 @@ def run_loop(config: Config, plan: RunPlan, started: Started, log: RunLog,
                     saved = call
             if stop:
                 raise TrainingInterrupted(call * steps_per_call,
-                                          run_dir if saved == call else None)
+                                          run.run_dir if saved == call else None)
             if last:
                 break
             state, metrics = chunk(state)  # dispatched; runs while we log the last one
@@ -447,12 +237,9 @@ def run_loop(config: Config, plan: RunPlan, started: Started, log: RunLog,
     return state, LoopTimes(time.perf_counter() - log.start, checkpoint_seconds)
 
 
-# ---------------------------------------------------------------------------- summary
-
-
-def summarize(config: Config, plan: RunPlan, built: Built, started: Started, log: RunLog,
-              times: LoopTimes, env_name: str, wall_start: float) -> dict:
-    records, evaluation = log.records, built.evaluation
+def summarize(run: Run, log: RunLog, times: LoopTimes, env_name: str, wall_start: float) -> dict:
+    config, plan, started, layout = run.config, run.plan, run.started, run.plan.layout
+    records, evaluation = log.records, run.built.evaluation
     num_seeds = config.train.num_seeds
     eval_seconds = 0.0 if evaluation is None else evaluation.seconds
     env_steps = plan.num_updates * plan.batch
@@ -488,10 +275,10 @@ def summarize(config: Config, plan: RunPlan, built: Built, started: Started, log
         "train_seconds": times.loop_seconds,
         "wall_seconds": time.perf_counter() - wall_start,
         "jax_version": jax.__version__,
-        "devices": [str(d) for d in built.devices],
-        "device_choice": choose_devices(config)[1],
-        "placement": config.placement,
-        "placement_choice": choose_placement(config)[1],
+        "devices": [str(d) for d in run.built.devices],
+        "device_choice": layout.devices_why,
+        "placement": layout.placement,
+        "placement_choice": layout.placement_why,
         "processes": jax.process_count(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
@@ -500,9 +287,6 @@ def summarize(config: Config, plan: RunPlan, built: Built, started: Started, log
 def _last_finite(records: list[dict], key: str):
     values = [r[key] for r in records if math.isfinite(r.get(key, math.nan))]
     return values[-1] if values else None
-
-
-# ---------------------------------------------------------------------------- train
 
 
 def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | None = None,
@@ -534,27 +318,34 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     if fresh and main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(config.to_yaml())
-    started = start(config, plan, built, run_dir, group)
+    run = Run(config, plan, built, start(config, plan, built, run_dir, group), run_dir)
 
     saver = None if run_dir is None else ckpt.Checkpointer(
         rundir.checkpoint_dir(run_dir), config.checkpoint.keep, write=main)
     log = RunLog(config, plan, run_dir, callbacks, main, () if group is None else group.points)
     try:
-        state, times = run_loop(config, plan, started, log, saver, built.evaluation, run_dir)
+        state, times = run_loop(run, log, saver)
     finally:
         log.close()
         if saver is not None:
             saver.close()
 
     env_name = config.env.name if env is None else type(env).__name__
-    summary = summarize(config, plan, built, started, log, times, env_name, wall_start)
-    run_dir = run_dir if main else None  # the other processes wrote nothing
+    summary = summarize(run, log, times, env_name, wall_start)
+    return _finish(run, log, state, summary, main, group)
+
+
+def _finish(run: Run, log: RunLog, state, summary: dict, main: bool,
+            group: RunGroup | None) -> TrainResult:
+    """Write summary.json (process 0), print the closing lines, return the TrainResult."""
+    config, built = run.config, run.built
+    run_dir = run.run_dir if main else None  # the other processes wrote nothing
     if run_dir is not None:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     final = "-" if summary["final_return"] is None else f"{summary['final_return']:.1f}"
     log.progress.write(
         f"{config.name}: {summary['env_steps']:,} steps in {summary['wall_seconds']:.1f}s "
-        f"(compile {started.compile_seconds:.1f}s), {summary['sps']:,.0f} SPS, "
+        f"(compile {run.started.compile_seconds:.1f}s), {summary['sps']:,.0f} SPS, "
         f"final return {final}" + (f" -> {run_dir}" if run_dir else ""))
     if config.pipeline.devices == 0 and jax.device_count() > 1:
         log.progress.write(f"devices: {len(built.devices)} of {jax.device_count()} "
@@ -588,38 +379,9 @@ def _due(every: int, call: int, steps_per_call: int) -> bool:
         call * steps_per_call // every > (call - 1) * steps_per_call // every
 
 
-def _checkpoint_meta(config: Config, call: int, ticks: int, train_seconds: float) -> dict:
+def _checkpoint_meta(run: Run, call: int, train_seconds: float) -> dict:
+    config, ticks, layout = run.config, run.plan.ticks, run.plan.layout
     return {"env_steps": call * ticks * config.batch_size, "calls": call, "ticks": ticks,
             "train_seconds": train_seconds, "prng_impl": config.prng_impl,
-            "devices": config.num_devices, "placement": config.placement,
+            "devices": layout.devices, "placement": layout.placement,
             "config": config.to_yaml(), "jax_version": jax.__version__}
-
-
-@contextlib.contextmanager
-def _interrupts_between_calls():
-    """Yields `interrupted() -> bool`: SIGINT and SIGTERM set it instead of raising.
-
-    Only signals a Python handler catches (Ctrl-C's default, the CLI's handlers) are
-    deferred to the next host-call boundary, where the loop saves and stops; a second
-    one goes to that handler at once. SIG_DFL / SIG_IGN are left alone, as is
-    everything off the main thread.
-    """
-    received: list[int] = []
-    previous = {}
-
-    def handler(signum, frame):
-        if received:
-            previous[signum](signum, frame)
-        received.append(signum)
-
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            current = signal.getsignal(signum)
-            if callable(current):
-                previous[signum] = current
-                signal.signal(signum, handler)
-    try:
-        yield lambda: bool(received)
-    finally:
-        for signum, current in previous.items():
-            signal.signal(signum, current)

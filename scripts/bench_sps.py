@@ -7,7 +7,7 @@
 
 import sys
 
-from jaxrl_async.bench import main
+from jaxrl_async.tools.bench import main
 
 if __name__ == "__main__":
     sys.exit(main())

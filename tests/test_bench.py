@@ -7,8 +7,8 @@ import json
 import math
 import statistics
 
-from jaxrl_async import bench
-from jaxrl_async.profile import overlap_bound
+from jaxrl_async.tools import bench
+from jaxrl_async.tools.profile import overlap_bound
 
 
 def test_bench_smoke_writes_positive_sps(tmp_path, capsys):

@@ -344,15 +344,15 @@ def test_a_resume_keeps_the_device_count_the_run_chose(tmp_path, monkeypatch):
     """`pipeline.devices=0` is chosen anew on each machine (a CPU is one device per core
     by default), but a checkpoint's layout is fixed: a resume pins the count the
     checkpoint records, and a checkpoint without one leaves the choice to the machine."""
-    from jaxrl_async import config as config_module
     from jaxrl_async import rundir
+    from jaxrl_async.layout import Machine, choose_layout
 
     saved = jaxrl_async.load_config("dqn_cartpole").to_yaml()
     (tmp_path / "config.yaml").write_text(saved)
-    monkeypatch.setattr(config_module, "_device_count", lambda: 2)
     monkeypatch.setattr(rundir.ckpt, "read_meta", lambda _: (12000, {"devices": 1}))
     config = rundir.resume_config(tmp_path)
-    assert config.pipeline.devices == 1 and config.num_devices == 1
+    assert config.pipeline.devices == 1
+    assert choose_layout(config, Machine("cpu", 2)).devices == 1
     rundir.check_changes(saved, config)  # the pinned count is not a change
     with pytest.raises(jaxrl_async.ConfigError, match="cannot change pipeline.devices"):
         rundir.check_changes(config.to_yaml(), rundir.resume_config(
@@ -370,25 +370,24 @@ def test_a_resume_keeps_the_placement_the_run_chose(tmp_path, monkeypatch):
     on a machine where auto would choose otherwise (one device) keeps the checkpoint's
     split and its two devices, so it fails clearly there instead of continuing a fused
     run; a checkpoint without a recorded placement leaves the choice to the machine."""
-    from jaxrl_async import config as config_module
     from jaxrl_async import rundir
+    from jaxrl_async.layout import Machine, choose_layout
 
-    monkeypatch.setattr(config_module, "_device_count", lambda: 2)
-    monkeypatch.setattr(config_module, "_platform", lambda: "cpu")
+    two, one = Machine("cpu", 2), Machine("cpu", 1)
     saved = jaxrl_async.load_config("ppo_cartpole_async").to_yaml()
     (tmp_path / "config.yaml").write_text(saved)
     monkeypatch.setattr(rundir.ckpt, "read_meta",
                         lambda _: (12288, {"devices": 2, "placement": "split"}))
     config = rundir.resume_config(tmp_path)
-    assert config.pipeline.placement == "split" and config.placement == "split"
+    assert config.pipeline.placement == "split"
+    assert choose_layout(config, two).placement == "split"
     rundir.check_changes(saved, config)  # the pinned choice is not a change
-    monkeypatch.setattr(config_module, "_device_count", lambda: 1)
     with pytest.raises(jaxrl_async.ConfigError, match="only 1 local devices"):
-        rundir.resume_config(tmp_path)
-    monkeypatch.setattr(config_module, "_device_count", lambda: 2)
+        choose_layout(rundir.resume_config(tmp_path), one)
     monkeypatch.setattr(rundir.ckpt, "read_meta", lambda _: (12288, {"devices": 1}))
     config = rundir.resume_config(tmp_path)
-    assert config.pipeline.placement == "auto" and config.placement == "fused"
+    assert config.pipeline.placement == "auto"
+    assert choose_layout(config, two).placement == "fused"
     # A placement the run's config set is the run's: a resume may not change it.
     fused = jaxrl_async.load_config("ppo_cartpole_async", ["pipeline.placement=fused"])
     with pytest.raises(jaxrl_async.ConfigError, match="cannot change pipeline.placement"):

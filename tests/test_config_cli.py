@@ -150,17 +150,20 @@ def test_load_config_raises_config_error(overrides):
     assert "\n" not in str(info.value)
 
 
-def test_loading_a_config_imports_no_network_optimizer_or_agent_module():
-    """The agent registry is lazy: a config loads (and fails) without flax, optax or the
-    algorithms' modules, which the run imports when it builds the agent."""
+def test_loading_a_config_imports_no_jax_network_optimizer_or_agent_module():
+    """A config is a plain value: every shipped config loads and validates without JAX,
+    flax, optax or the algorithms' modules (the run imports them when it builds), and
+    without asking for a device (`layout.choose_layout` does, once per run)."""
     import subprocess
     import sys
 
     code = ("import sys, jaxrl_async\n"
-            "for name in ('ppo_cartpole', 'impala_cartpole', 'dqn_cartpole', 'sac_pendulum'):\n"
+            "from jaxrl_async.config import available_configs\n"
+            "for name in available_configs():\n"
             "    jaxrl_async.load_config(name)\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('flax', 'optax')\n"
-            "             or m.startswith('jaxrl_async.agents.') and m != 'jaxrl_async.agents.configs'))")
+            "allowed = ('jaxrl_async.agents.configs', 'jaxrl_async.agents.agent_config')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax', 'optax')\n"
+            "             or m.startswith('jaxrl_async.agents.') and m not in allowed))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     assert out.strip() == "[]", out
@@ -216,14 +219,13 @@ def test_activation_names_match_the_networks():
     ("cpu", "sac_pendulum", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
 ])
 def test_devices_0_chooses_by_platform_learner_and_work_per_device(
-        monkeypatch, platform, name, overrides, devices, why):
-    from jaxrl_async import config as config_module
+        platform, name, overrides, devices, why):
+    from jaxrl_async.layout import Machine, choose_layout
 
-    monkeypatch.setattr(config_module, "_device_count", lambda: 4)
-    monkeypatch.setattr(config_module, "_platform", lambda: platform)
     config = load_config(name, overrides)
-    assert config.num_devices == devices
-    assert why in config_module.choose_devices(config)[1]
+    layout = choose_layout(config, Machine(platform, 4))
+    assert layout.devices == devices
+    assert why in layout.devices_why
     assert config.prng_impl == "philox4x32"  # on any device count (sharding.lower_mulhi_on_meshes)
     # split (the first two devices, one acting and one learning) where the devices say so
-    assert config.placement == ("split" if "split placement" in why else "fused")
+    assert layout.placement == ("split" if "split placement" in why else "fused")

@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent("""
                 ["pipeline.placement=split", "pipeline.lag=1", "pipeline.actor_devices=4"],
                 ["pipeline.placement=split", "pipeline.lag=0"]):
         try:
-            jaxrl_async.load_config("ppo_cartpole", bad)
+            jaxrl_async.choose_layout(jaxrl_async.load_config("ppo_cartpole", bad))
             errors.append(None)
         except jaxrl_async.ConfigError as e:
             errors.append(str(e))
@@ -138,8 +138,8 @@ SCRIPT = textwrap.dedent("""
             keep(f"{name}/1/{placement}/",
                  train(config_name, overrides + where + ["pipeline.lag=1"]))
     try:
-        jaxrl_async.load_config("dqn_cartpole", ["replay.batch_size=130", "env.num_envs=8",
-                                                 "pipeline.devices=4"])
+        jaxrl_async.choose_layout(jaxrl_async.load_config(
+            "dqn_cartpole", ["replay.batch_size=130", "env.num_envs=8", "pipeline.devices=4"]))
         errors.append(None)
     except jaxrl_async.ConfigError as e:
         errors.append(str(e))

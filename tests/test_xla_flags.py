@@ -44,7 +44,7 @@ def test_a_fresh_process_gets_one_cpu_device_per_core_and_runs_choose_from_them(
     """Without the suite's one-device pin (conftest): the default a user gets."""
     script = ("import json, jax, jaxrl_async\n"
               "print(json.dumps({'devices': jax.local_device_count(), 'choice': {\n"
-              "    name: jaxrl_async.load_config(name).num_devices\n"
+              "    name: jaxrl_async.choose_layout(jaxrl_async.load_config(name)).devices\n"
               "    for name in ('dqn_cartpole', 'r2d2_cartpole_masked',\n"
               "                 'ppo_breakout_minatar')}}))\n")
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}

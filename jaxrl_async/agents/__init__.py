@@ -4,9 +4,12 @@ settings live in configs.py, whose AGENTS registry imports a module only to buil
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from jaxrl_async.agents.configs import AGENT_CONFIGS, AGENTS
-from jaxrl_async.types import Agent, BuildContext
+
+if TYPE_CHECKING:  # the types import JAX; loading a config must not
+    from jaxrl_async.types import Agent, BuildContext
 
 
 def agent_factory(name: str):

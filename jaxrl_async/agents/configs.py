@@ -16,91 +16,34 @@ marks an off-policy agent, whose config is then also checked against `replay`.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from jaxrl_async.errors import ConfigError, require
+from jaxrl_async.agents.agent_config import (
+    ACTIVATION_NAMES,
+    DQN_LOSSES,
+    IMPALA_OPTIMIZERS,
+    MEMORIES,
+    TORSOS,
+    AgentConfig,
+    bind,
+    check_dqn_fields,
+    check_env_minibatches,
+    check_epsilon_fields,
+    check_twin_critic_fields,
+    field_checks,
+    memoryless_only,
+)
+from jaxrl_async.errors import ConfigError
 
-# The activations networks.py maps to flax functions (a test keeps the two lists equal).
-ACTIVATION_NAMES = ("gelu", "relu", "silu", "tanh")
-IMPALA_OPTIMIZERS = ("adam", "rmsprop")
-DQN_LOSSES = ("huber", "mse")
-TORSOS = ("mlp", "cnn")
-MEMORIES = ("none", "gru", "lstm")  # cells.CELLS, and none: a memoryless network
-
-
-def field_checks(config, section: str = "agent"):
-    """need(ok, key, requirement): a ConfigError naming `section.key` and its value unless
-    ok; and the checks every agent's network fields share, already run."""
-
-    def need(ok, key, requirement):
-        require(ok, f"{section}.{key}", getattr(config, key), requirement)
-
-    need(len(config.hidden_sizes) >= 1 and min(config.hidden_sizes) >= 1,
-         "hidden_sizes", "a non-empty list of positive ints")
-    need(config.activation in ACTIVATION_NAMES, "activation",
-         f"one of {list(ACTIVATION_NAMES)}")
-    need(config.torso in TORSOS, "torso", f"one of {list(TORSOS)}")
-    for key in ("cnn_channels", "cnn_kernels", "cnn_strides"):
-        need(len(getattr(config, key)) >= 1 and min(getattr(config, key)) >= 1, key,
-             "a non-empty list of positive ints")
-    need(len(config.cnn_channels) == len(config.cnn_kernels) == len(config.cnn_strides),
-         "cnn_channels", "as long as agent.cnn_kernels and agent.cnn_strides")
-    need(config.memory in MEMORIES, "memory", f"one of {list(MEMORIES)}")
-    need(config.memory_size >= 1, "memory_size", ">= 1")
-    return need
+__all__ = ["ACTIVATION_NAMES", "AGENTS", "AGENT_CONFIGS", "DQN_LOSSES", "IMPALA_OPTIMIZERS",
+           "MEMORIES", "TORSOS", "AgentConfig", "DQNConfig", "IMPALAConfig", "PPOConfig",
+           "PQNConfig", "R2D2Config", "SACConfig", "TD3Config", "bind"]
 
 
 @dataclasses.dataclass(frozen=True)
-class TorsoFields:
-    """The network body every agent's config shares (`networks.TorsoSpec`): `torso=cnn`
-    sends image observations [H, W, C] through the conv layers (one per entry of the
-    cnn_* lists) before the MLP of `hidden_sizes`; `mlp` flattens them. `memory=gru` or
-    `lstm` feeds the torso into a recurrent cell of `memory_size` units (PPO and IMPALA;
-    `agents/actor_critic.py`)."""
-
-    torso: str = "mlp"
-    cnn_channels: tuple[int, ...] = (16,)
-    cnn_kernels: tuple[int, ...] = (3,)
-    cnn_strides: tuple[int, ...] = (1,)
-    memory: str = "none"
-    memory_size: int = 128
-
-    def torso_spec(self):
-        from jaxrl_async.networks import TorsoSpec
-
-        conv = (tuple(zip(self.cnn_channels, self.cnn_kernels, self.cnn_strides))
-                if self.torso == "cnn" else ())
-        return TorsoSpec(tuple(self.hidden_sizes), self.activation, conv)
-
-    def memory_spec(self):
-        """The recurrent cell (cells.MemorySpec), or None for a memoryless network."""
-        from jaxrl_async.cells import MemorySpec
-
-        return None if self.memory == "none" else MemorySpec(self.memory, self.memory_size)
-
-
-def check_env_minibatches(config, why: str) -> None:
-    """A ConfigError unless agent.num_minibatches divides the envs each device holds
-    (minibatches that are groups of whole envs)."""
-    minibatches = config.agent.num_minibatches
-    devices = config.num_devices
-    local_envs = config.env.num_envs // devices
-    if local_envs % minibatches:
-        where = "" if devices == 1 else f" / {devices} devices = {local_envs} envs per device"
-        raise ConfigError(f"agent.num_minibatches={minibatches} does not divide "
-                          f"env.num_envs={config.env.num_envs}{where} ({why})")
-
-
-def memoryless_only(need, config, algo: str) -> None:
-    need(config.memory == "none", "memory",
-         f"none: {algo} has no recurrent network (ppo and impala have)")
-
-
-@dataclasses.dataclass(frozen=True)
-class PPOConfig(TorsoFields):
+class PPOConfig(AgentConfig):
     SWEEPABLE: ClassVar[tuple[str, ...]] = (
         "learning_rate", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef",
         "max_grad_norm", "reward_scale")
@@ -138,11 +81,15 @@ class PPOConfig(TorsoFields):
         need(self.num_minibatches >= 1, "num_minibatches", ">= 1")
         need(self.adam_eps > 0, "adam_eps", "> 0")
 
-    def check(self, config) -> None:
+    @property
+    def minibatches(self) -> int:
+        return self.num_minibatches
+
+    def check(self, config, devices: int = 1) -> None:
         """Cross-section checks: minibatches take equal blocks of every env's time steps,
         or, with memory, whole sequences of groups of envs."""
         if self.memory != "none":
-            check_env_minibatches(config, "recurrent PPO minibatches are groups of envs")
+            check_env_minibatches(config, devices, "recurrent PPO minibatches are groups of envs")
         elif config.pipeline.rollout_len % self.num_minibatches:
             raise ConfigError(
                 f"agent.num_minibatches={self.num_minibatches} does not divide "
@@ -151,7 +98,7 @@ class PPOConfig(TorsoFields):
 
 
 @dataclasses.dataclass(frozen=True)
-class IMPALAConfig(TorsoFields):
+class IMPALAConfig(AgentConfig):
     SWEEPABLE: ClassVar[tuple[str, ...]] = (
         "learning_rate", "gamma", "vtrace_lambda", "clip_rho_threshold",
         "clip_pg_rho_threshold", "baseline_coef", "ent_coef", "reward_scale", "max_grad_norm")
@@ -197,21 +144,17 @@ class IMPALAConfig(TorsoFields):
         need(self.num_epochs >= 1, "num_epochs", ">= 1")
         need(self.num_minibatches >= 1, "num_minibatches", ">= 1")
 
-    def check(self, config) -> None:
+    @property
+    def minibatches(self) -> int:
+        return self.num_minibatches
+
+    def check(self, config, devices: int = 1) -> None:
         """Cross-section checks: minibatches must split each device's envs evenly."""
-        check_env_minibatches(config, "IMPALA minibatches split the envs")
-
-
-def check_epsilon_fields(need, config) -> None:
-    """The epsilon-greedy actor's fields (agents/exploration.py), in DQN, R2D2 and PQN."""
-    for key in ("epsilon_start", "epsilon_end", "apex_epsilon"):
-        need(0 <= getattr(config, key) <= 1, key, "in [0, 1]")
-    need(config.epsilon_decay_steps >= 1, "epsilon_decay_steps", ">= 1")
-    need(config.apex_alpha >= 0, "apex_alpha", ">= 0")
+        check_env_minibatches(config, devices, "IMPALA minibatches split the envs")
 
 
 @dataclasses.dataclass(frozen=True)
-class PQNConfig(TorsoFields):
+class PQNConfig(AgentConfig):
     """PQN (agents/pqn.py): Q(lambda) on each rollout of many envs, no replay, no target
     network, LayerNorm in the Q-network (`layer_norm`). The epsilon fields mean what they
     mean for dqn (agents/exploration.py); the epsilons are the actor's, compiled in."""
@@ -253,7 +196,11 @@ class PQNConfig(TorsoFields):
         check_epsilon_fields(need, self)
         memoryless_only(need, self, "pqn")
 
-    def check(self, config) -> None:
+    @property
+    def minibatches(self) -> int:
+        return self.num_minibatches
+
+    def check(self, config, devices: int = 1) -> None:
         if config.pipeline.rollout_len % self.num_minibatches:
             raise ConfigError(
                 f"agent.num_minibatches={self.num_minibatches} does not divide "
@@ -261,23 +208,8 @@ class PQNConfig(TorsoFields):
                 f"an equal share of every env's steps)")
 
 
-def check_dqn_fields(need, config) -> None:
-    """The checks of DQNConfig's fields, which R2D2Config inherits (memory aside)."""
-    need(config.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
-    need(config.adam_eps > 0, "adam_eps", "> 0")
-    need(config.max_grad_norm > 0, "max_grad_norm", "> 0")
-    need(0 <= config.gamma <= 1, "gamma", "in [0, 1]")
-    need(config.n_step >= 1, "n_step", ">= 1")
-    need(config.loss in DQN_LOSSES, "loss", f"one of {list(DQN_LOSSES)}")
-    need(config.huber_delta > 0, "huber_delta", "> 0")
-    need(config.target_update_every >= 1, "target_update_every", ">= 1")
-    need(0 < config.tau <= 1, "tau", "in (0, 1]")
-    check_epsilon_fields(need, config)
-    need(config.updates_per_tick >= 1, "updates_per_tick", ">= 1")
-
-
 @dataclasses.dataclass(frozen=True)
-class DQNConfig(TorsoFields):
+class DQNConfig(AgentConfig):
     DATA: ClassVar[str] = "replay"
     # gamma and n_step shape what the replay stores; the epsilons are the actor's
     SWEEPABLE: ClassVar[tuple[str, ...]] = (
@@ -360,7 +292,7 @@ class R2D2Config(DQNConfig):
         need(0 <= self.priority_eta <= 1, "priority_eta", "in [0, 1]")
         need(self.rescale_eps > 0, "rescale_eps", "> 0")
 
-    def check(self, config) -> None:
+    def check(self, config, devices: int = 1) -> None:
         """Sequences start every stride = length - overlap steps of each env, the same
         steps in every tick only if the stride divides the rollout."""
         stride = self.sequence_length - self.sequence_overlap
@@ -372,7 +304,7 @@ class R2D2Config(DQNConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class SACConfig(TorsoFields):
+class SACConfig(AgentConfig):
     DATA: ClassVar[str] = "replay"
     # max_grad_norm is not: 0 compiles no clipping at all
     SWEEPABLE: ClassVar[tuple[str, ...]] = (
@@ -401,21 +333,8 @@ class SACConfig(TorsoFields):
              "target_entropy", "a finite number or null (-action_dim)")
 
 
-def check_twin_critic_fields(need, config) -> None:
-    """The checks of the fields SACConfig and TD3Config share."""
-    need(config.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
-    need(config.adam_eps > 0, "adam_eps", "> 0")
-    need(0 <= config.gamma <= 1, "gamma", "in [0, 1]")
-    need(config.n_step >= 1, "n_step", ">= 1")
-    need(0 < config.tau <= 1, "tau", "in (0, 1]")
-    need(config.updates_per_tick >= 1, "updates_per_tick", ">= 1")
-    need(config.reward_scale > 0, "reward_scale", "> 0")
-    need(config.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: no clipping)")
-    memoryless_only(need, config, config.name)
-
-
 @dataclasses.dataclass(frozen=True)
-class TD3Config(TorsoFields):
+class TD3Config(AgentConfig):
     """TD3 (agents/td3.py). The noise scales are standard deviations in the actor's
     (-1, 1)^A action space, whatever the env's bounds; the exploration noise is the
     actor's, so not sweepable."""
@@ -447,16 +366,6 @@ class TD3Config(TorsoFields):
         need(self.policy_delay >= 1, "policy_delay", ">= 1")
         for key in ("policy_noise", "noise_clip", "exploration_noise"):
             need(getattr(self, key) >= 0, key, ">= 0")
-
-
-def bind(config, hparams: dict[str, Any]):
-    """`config` with its SWEEPABLE fields set to `hparams` (traced values of the learner
-    state), for an agent's learn step to read as it reads any field. No checks run: the
-    values are tracers, checked as numbers when the run or sweep was configured."""
-    bound = copy.copy(config)
-    for key, value in hparams.items():
-        object.__setattr__(bound, key, value)
-    return bound
 
 
 # agent.name -> (its config class, "module:factory" imported when a run builds it)

@@ -39,7 +39,7 @@ from jaxrl_async.build import build_pipeline
 from jaxrl_async.config import Config
 from jaxrl_async.offpolicy import make_replay_stage
 from jaxrl_async.sharding import AXIS
-from jaxrl_async.trainer import configure_compile_cache
+from jaxrl_async.compile_cache import configure_compile_cache
 
 PHASES = ("rollout", "returns", "update", "rest")
 PROFILE_OVERRIDES = ("pipeline.devices=1", "pipeline.placement=fused", "train.num_seeds=1",
