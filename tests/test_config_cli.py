@@ -51,6 +51,9 @@ BAD_INPUTS = [
                  "normalize_obs=true needs an array observation", id="normalize-dict-obs"),
     pytest.param(["train", "agent.torso=cnn"], "torso=cnn needs an image",
                  id="cnn-on-a-vector"),
+    # Checked when the run's layout is chosen (the config itself asks no device).
+    pytest.param(["train", "pipeline.devices=8"], "pipeline.devices=8 but only 1 local",
+                 id="more-devices-than-the-machine"),
 ]
 
 
