@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Set before JAX is imported so in-process and CLI-subprocess tests share compiled programs.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".pytest_cache" / "xla"))
 # One CPU device, in-process and in CLI subprocesses, unless a test forces more itself:
-# the learning tests' budgets were measured on one device, and a machine with another
+# the learning tests' budgets are set for one device, and a machine with another
 # core count must compile the same programs (jaxrl_async gives a CPU one device per core
 # by default, `_xla_flags`; tests/test_xla_flags.py checks that default).
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):

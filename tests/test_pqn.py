@@ -289,11 +289,9 @@ def test_two_devices_train_what_one_device_trains(lag1_run):
     np.testing.assert_allclose(two["params"], params, rtol=0, atol=1e-5)
 
 
-# The shipped config (1e5 steps). Measured over seeds 0-15 in one program each, final returns
-# >= 475: 15/16 with the default keys (philox4x32; worst 374, then 475 and 488) and 14/16 with
-# threefry2x32 (455 and 471; every other seed 485-500); at the midpoint (57,344 steps) 11/16
-# under both. Seeds 0-5 here, four and the median must reach 475 (at a pass rate of 29/32 a
-# run fails about 1.5% of the time on other float bits). 6 seeds x 1e5 steps: ~60k SPS here.
+# The shipped config: four of six seeds and the median must reach 475. An occasional seed
+# ends short at this budget, so the test asks for four of six rather than all (it then
+# fails rarely on another CPU's float bits); half the budget leaves too many short.
 @pytest.mark.slow
 def test_pqn_solves_cartpole(prng="auto"):
     result = jaxrl_async.train(jaxrl_async.load_config(

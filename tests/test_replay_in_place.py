@@ -1,7 +1,7 @@
 """The training chunk writes the replay in place: the optimized program copies no
 replay-sized array, the prioritized replay's sum-tree leaves included. A copy per tick
-of every replay array is silent (same results) and cost SAC at one env 2.3x its speed
-(issue 14); this pins the layout that avoids it."""
+of every replay array is silent (same results) and slows small runs severalfold (issue
+14); this pins the layout that avoids it."""
 
 import re
 
