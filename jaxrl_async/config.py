@@ -115,12 +115,12 @@ class TrainConfig:
     progress: bool = True
     compile_cache: bool = True
     # Counter-based PRNG of the run's keys. "auto": philox4x32 on any device count (JAX
-    # lowers threefry on CPU as a rolled loop, ~1.5x slower for a 4-env rollout; on several
-    # devices philox compiles through sharding.lower_mulhi_on_meshes).
+    # lowers threefry on CPU as a rolled loop, slower in small rollouts: docs/performance.md;
+    # on several devices philox compiles through sharding.lower_mulhi_on_meshes).
     # Set one explicitly for numbers that do not depend on the device count.
     prng: str = "auto"
     # Compile for bitwise run-to-run reproducibility on every backend (XLA's deterministic
-    # GPU ops; CPU runs are deterministic anyway). See README "Reproducibility".
+    # GPU ops; CPU runs are deterministic anyway). See docs/operations.md#reproducibility.
     deterministic: bool = False
 
     def __post_init__(self):
