@@ -2,7 +2,7 @@
 that can be silently wrong (GAE, the ring buffer, the squashed policy) are right.
 
 The baselines run tiny (networks of 8 units, a few dozen steps) and compile at XLA's
-backend optimization level 0: three whole training programs in about 15 s on one core.
+backend optimization level 0, so the three whole training programs stay a small test.
 """
 
 import importlib.util

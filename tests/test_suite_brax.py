@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.bench import has_direct
+from jaxrl_async.tools.bench import has_direct
 from jaxrl_async.envs import suites
 from jaxrl_async.envs.spec import check_env
 from jaxrl_async.errors import ConfigError

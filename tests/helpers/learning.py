@@ -42,7 +42,7 @@ def random_return(env, params, num_envs: int = 64, steps: int = 1000,
                   seed: int = 0) -> tuple[float, int]:
     """(mean return, episodes) of the episodes that uniformly random actions complete in
     `steps` steps of `num_envs` envs: the baseline a learning test must clearly beat,
-    measured on the batched env the trainer steps (episode statistics included), in one
+    taken on the batched env the trainer steps (episode statistics included), in one
     jitted scan. Where the observation has an "action_mask", the actions are uniform over
     the legal ones (a row that allows none allows all, as the policies do)."""
     import jax
