@@ -62,9 +62,9 @@ def render(tables: list[dict]) -> str:
     for section, members in sections.items():
         lines += [f"## {section}", ""]
         for table in members:
-            lines += [f"### {table['title']}", "",
-                      f"`{table['command']}` at `{table['commit']}`, {table['machine']}, "
-                      f"{table['date']}.", ""]
+            heading = (f"`{table['command']}` at `{table['commit']}`, {table['machine']}, "
+                       f"{table['date']}.")
+            lines += [f"### {table['title']}", "", heading, ""]
             if table.get("note"):
                 lines += [table["note"], ""]
             columns = table["columns"]

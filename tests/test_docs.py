@@ -24,7 +24,9 @@ CODE_SPAN = re.compile(r"`+[^`]*`+")
 
 def _prose_and_code(text: str) -> tuple[list[str], list[str]]:
     """The lines outside fenced code blocks, and those inside them."""
-    prose, code, fenced = [], [], False
+    prose: list[str] = []
+    code: list[str] = []
+    fenced = False
     for line in text.splitlines():
         if FENCE.match(line):
             fenced = not fenced
@@ -133,7 +135,7 @@ def test_command_parses_and_its_overrides_load(page, line, error):
 
 def _check_command(page: str, line: str) -> None:
     from jaxrl_async.cli import build_parser
-    from jaxrl_async.config import _parse_overrides, available_configs, load_config
+    from jaxrl_async.config import available_configs, load_config
 
     argv = _argv(line)
     if not argv or {"-h", "--help"} & set(argv):
@@ -155,8 +157,6 @@ def _check_command(page: str, line: str) -> None:
     if args.command == "resume":  # `resume RUN_DIR total_steps=N`, as in cli._resume
         overrides = [f"train.{o}" if o.split("=", 1)[0] == "total_steps" else o
                      for o in overrides]
-    if overrides:
-        _parse_overrides(overrides)  # well-formed `section.key=value`, values YAML
     if args.command == "train" and config in available_configs():
         load_config(config, overrides)
     elif args.command == "sweep" and config in available_configs():
@@ -165,6 +165,8 @@ def _check_command(page: str, line: str) -> None:
         plain, grid = split_overrides(overrides, lambda o: load_config(config, o))
         assert grid, f"{page}: `{line}` sweeps nothing"
         load_config(config, plain)
+    elif overrides:  # a run's own config (resume, a YAML file): well-formed, valid keys
+        load_config("ppo_cartpole", overrides)
 
 
 def _performance_script():
