@@ -7,7 +7,7 @@ run carries the result (`RunPlan.layout`), records it in each checkpoint, and a 
 pins it (`rundir.resume_config`).
 
 The rules for `pipeline.devices=0` and `pipeline.placement=auto` follow what paid on the
-CPU machines benchmarked (docs/performance.md, "Devices" and "Placement"):
+CPU machines benchmarked (docs/performance.md#devices-and-placement):
 
 - On CPU a memoryless off-policy learner (DQN, SAC, TD3) stays on one device: its
   batches are too small to pay for an all-reduce per gradient step. A recurrent one

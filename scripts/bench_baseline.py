@@ -44,7 +44,7 @@ xla_cpu_prefer_vector_width=512, xla_cpu_use_fusion_emitters=false: none better 
 1% in interleaved runs; the last 30% slower). DQN at 10 updates of 128 a tick is the
 same: its update is compute-bound and matches the baseline's, prioritized replay adding
 about 7% timed alone (sum-tree descent and priority write-back), 30-50% of a tick inside
-the training chunk (README, Speed: where DQN's gap is).
+the training chunk (docs/performance.md#against-a-plain-single-program-baseline).
 
 Timing excludes compilation for both: the baseline is compiled with `.lower().compile()`
 and the run timed to `block_until_ready`; the trainer's summary "sps" counts its host

@@ -3,7 +3,7 @@
 variants, each compile in a fresh process with no compile cache, the variants alternated.
 
 The suite compiles about 90 training programs, and a tiny one dominates a short test's time.
-This script is how the README's compile figures are measured. A variant is a JSON object
+This script measures the compile figures of docs/performance.md#compile. A variant is a JSON object
 of XLA compiler options for the chunk; init is compiled as the trainer compiles it
 (`pipeline.compile_init`) unless the variant's "init" key gives init's options instead.
 
