@@ -7,11 +7,13 @@ with its global index, so results do not depend on how many devices share the ba
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from jaxrl_async.pipeline_state import PipelineShape
 from jaxrl_async.sharding import AXIS
 from jaxrl_async.types import ActorClock, Agent, Memory, Transition
 
@@ -26,16 +28,26 @@ def env_keys(key, local_envs: int) -> jax.Array:
     return jax.vmap(jax.random.fold_in, (None, 0))(key, env_index(local_envs))
 
 
-def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
-                 local_envs: int, unroll: int = 1) -> Callable:
-    """rollout(params, env_state, obs, memory, key, version=0, env_steps=0,
-    length=rollout_len) -> (env_state, obs, memory, trajectory Transition [length, B, ...],
-    episode stats).
+class RolloutStart(NamedTuple):
+    """Where the run stands as a rollout starts: the parameter version that acts (the
+    update count it tags the trajectory with) and the env steps of all envs before it
+    (they drive the actor's clock)."""
+
+    version: Any = 0
+    env_steps: Any = 0
+
+
+START = RolloutStart()  # a rollout that no run's clock places (version 0, no steps before)
+
+
+def make_rollout(agent: Agent, env, env_params, shape: PipelineShape,
+                 local_envs: int) -> Callable:
+    """rollout(params, env_state, obs, memory, key, start=START) -> (env_state,
+    obs, memory, trajectory Transition [T, B, ...], episode stats), T = shape.rollout_len.
 
     `env` is batched (a VecEnv, possibly wrapped) and reports episode ends, returns and
     lengths in its info; the stats are their sums over the rollout and all devices.
-    `version` tags the trajectory with the parameters' update count; `env_steps` (all
-    envs, before this rollout) drives the actor's clock.
+    `local_envs` of the `shape.num_envs` envs are this device's.
 
     `memory` (a Memory [B, ...], None for a memoryless agent) is the recurrent actor's
     carry and where episodes start; the cell steps inside this scan, so a recurrent
@@ -50,15 +62,16 @@ def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
     normalises each sampled batch with the statistics current when it is drawn).
     """
     store_raw = agent.data == "replay"
+    num_envs, length = shape.num_envs, shape.rollout_len
 
-    def rollout(params, env_state, obs, memory, key, version=0, env_steps=0,
-                length=rollout_len):
+    def rollout(params, env_state, obs, memory, key, start: RolloutStart = START):
 
         def step(carry, xs):
             env_state, obs, memory = carry
             step_key, t = xs
             keys = jax.vmap(jax.random.split)(env_keys(step_key, local_envs))
-            clock = ActorClock(env_steps + t * num_envs, env_index(local_envs), num_envs)
+            clock = ActorClock(start.env_steps + t * num_envs, env_index(local_envs),
+                               num_envs)
             seen = env.observe(env_state, obs)
             agent_carry, action, extras = agent.act_carried(
                 params, None if memory is None else memory.carry, seen,
@@ -69,7 +82,8 @@ def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
             if not store_raw:  # normalised (if at all) with this step's statistics
                 obs, final_obs = seen, env.observe(env_state, final_obs)
             transition = Transition(obs, action, reward, terminated, truncated, final_obs,
-                                    extras, jnp.full(reward.shape, version, jnp.int32), memory)
+                                    extras, jnp.full(reward.shape, start.version, jnp.int32),
+                                    memory)
             if memory is not None:
                 memory = Memory(agent_carry, terminated | truncated)
             episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
@@ -77,7 +91,7 @@ def make_rollout(agent: Agent, env, env_params, rollout_len: int, num_envs: int,
 
         (env_state, obs, memory), (traj, (done, ret, ep_length)) = jax.lax.scan(
             step, (env_state, obs, memory),
-            (jax.random.split(key, length), jnp.arange(length)), unroll=unroll)
+            (jax.random.split(key, length), jnp.arange(length)), unroll=shape.unroll)
         stats = {"episodes": done.sum(dtype=jnp.int32),
                  "episode_return_sum": ret.sum(dtype=jnp.float32),
                  "episode_length_sum": ep_length.sum(dtype=jnp.float32)}

@@ -2,7 +2,7 @@
 
 The fused pipeline runs a whole tick as one program, where the actor's half and the
 learner's half could overlap but on CPU do not. Split placement runs the halves of the
-same tick (`pipeline.async_tick`'s, or `pipeline.replay_tick`'s for off-policy agents)
+same tick (`ticks.async_tick`'s, or `ticks.replay_tick`'s for off-policy agents)
 on different devices at once, in one of two ways:
 
 - One program (on-policy agents, one actor and one learner device): the chunk runs on
@@ -33,10 +33,20 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxrl_async.pipeline import (Pipeline, acted_fields, async_tick, compile_chunk, compile_init,
-                                  make_chunk, queue_oldest, queue_push, replay_tick)
+from jaxrl_async.param_queue import queue_oldest, queue_push
+from jaxrl_async.pipeline import Pipeline, compile_chunk, compile_init
 from jaxrl_async.sharding import AXIS, lower_mulhi_on_meshes
+from jaxrl_async.ticks import (
+    Halves,
+    ReplayInputs,
+    acted_fields,
+    actor_state,
+    async_tick,
+    make_chunk,
+    replay_tick,
+)
 
+REPLICATED = P()
 PLACE = "place"  # the axis of the one-program split's mesh: (actor device, learner device)
 
 
@@ -61,50 +71,9 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
     offpolicy = learner.advance is not None
     if not offpolicy and actor.mesh.size == 1 and learner.mesh.size == 1:
         return _init_and_compile_one_program(actor, learner, key, num_ticks, options)
-    to_actor = functools.partial(jax.device_put, device=NamedSharding(actor.mesh, P()))
-
-    def to_learner(x, spec=P()):
-        return jax.device_put(x, NamedSharding(learner.mesh, spec))
-
-    def on(mesh, spec=P()):
-        return lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
-                                              sharding=NamedSharding(mesh, spec))
-
-    state, learner_state = (compile_init(jax.jit(p.init).lower(key), options)(key)
-                            for p in (actor, learner))
-    owned = ("learner", "updates", "replay", "window") if offpolicy else (
-        "learner", "updates", "in_flight", "in_flight_version")
-    state = state.replace(**{name: getattr(learner_state, name) for name in owned})
-
-    params, version = jax.tree.map(on(actor.mesh),
-                                   jax.eval_shape(queue_oldest, state.actor_queue))
-    act_lowered = jax.jit(actor.act).lower(params, version, state.env_state, state.obs,
-                                           state.memory, state.key, state.env_steps)
-    acted = act_lowered.out_info
-    scalar = on(learner.mesh)
-    lowered = [act_lowered, jax.jit(queue_push, donate_argnums=0).lower(
-        state.actor_queue, params, version), jax.jit(queue_oldest).lower(state.actor_queue)]
-    if offpolicy:
-        obs_stats = jax.tree.map(scalar, learner.obs_stats(state.env_state))
-        lowered.append(jax.jit(learner.learn_step, donate_argnums=(0, 2)).lower(
-            state.learner, state.updates, state.replay, state.window, scalar(state.env_steps),
-            scalar(version), obs_stats, scalar(acted.learn_key)))
-        lowered.append(jax.jit(learner.advance, donate_argnums=0).lower(
-            state.window, jax.tree.map(on(learner.mesh, P(None, AXIS)), acted.traj)))
-    else:
-        lowered.append(jax.jit(learner.learn_step, donate_argnums=0).lower(
-            state.learner, state.updates, state.in_flight, state.in_flight_version,
-            scalar(acted.learn_key)))
-    with concurrent.futures.ThreadPoolExecutor(len(lowered)) as pool:  # compiles drop the GIL
-        compiled = list(pool.map(lambda lowered: lowered.compile(options), lowered))
-    act, push, oldest, learn = compiled[:4]
-    halves = {"act": act, "learn": learn, "push": push, "oldest": oldest,
-              "to_actor": to_actor, "to_learner": to_learner}
-    if offpolicy:
-        tick = functools.partial(replay_tick, advance=compiled[4],
-                                 obs_stats=learner.obs_stats, **halves)
-    else:
-        tick = functools.partial(async_tick, **halves)
+    state = _init_split(actor, learner, key, options)
+    tick = functools.partial(replay_tick if offpolicy else async_tick,
+                             halves=_compile_halves(actor, learner, state, options))
 
     def chunk(state):
         """num_ticks ticks, dispatched without waiting; metrics as lists per key."""
@@ -115,6 +84,57 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
         return state, {k: [m[k] for m in ticks] for k in ticks[0]}
 
     return jax.block_until_ready(state), chunk
+
+
+def _on(mesh, spec=REPLICATED):
+    """x -> an abstract value like x laid out on `mesh` as `spec`."""
+    return lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, spec))
+
+
+def _init_split(actor: Pipeline, learner: Pipeline, key, options: dict | None):
+    """The initial state: the actor's fields from the actor's init, laid out on its mesh,
+    the learner's from the learner's."""
+    state, learner_state = (compile_init(jax.jit(p.init).lower(key), options)(key)
+                            for p in (actor, learner))
+    owned = ("learner", "updates", "replay", "window") if learner.advance is not None else (
+        "learner", "updates", "in_flight", "in_flight_version")
+    return state.replace(**{name: getattr(learner_state, name) for name in owned})
+
+
+def _compile_halves(actor: Pipeline, learner: Pipeline, state, options: dict | None) -> Halves:
+    """The tick's halves, each compiled on its group's mesh (all at once), and the moves
+    between the groups."""
+    offpolicy = learner.advance is not None
+    to_actor = functools.partial(jax.device_put, device=NamedSharding(actor.mesh, P()))
+
+    def to_learner(x, spec=REPLICATED):
+        return jax.device_put(x, NamedSharding(learner.mesh, spec))
+
+    params, version = jax.tree.map(_on(actor.mesh),
+                                   jax.eval_shape(queue_oldest, state.actor_queue))
+    act_lowered = jax.jit(actor.act).lower(params, version, actor_state(state))
+    acted = act_lowered.out_info
+    scalar = _on(learner.mesh)
+    lowered = [act_lowered, jax.jit(queue_push, donate_argnums=0).lower(
+        state.actor_queue, params, version), jax.jit(queue_oldest).lower(state.actor_queue)]
+    if offpolicy:
+        given = ReplayInputs(scalar(state.env_steps), scalar(version),
+                             jax.tree.map(scalar, learner.obs_stats(state.env_state)),
+                             scalar(acted.learn_key))
+        lowered.append(jax.jit(learner.learn_step, donate_argnums=(0, 2)).lower(
+            state.learner, state.updates, state.replay, state.window, given))
+        lowered.append(jax.jit(learner.advance, donate_argnums=0).lower(
+            state.window, jax.tree.map(_on(learner.mesh, P(None, AXIS)), acted.traj)))
+    else:
+        lowered.append(jax.jit(learner.learn_step, donate_argnums=0).lower(
+            state.learner, state.updates, state.in_flight, state.in_flight_version,
+            scalar(acted.learn_key)))
+    with concurrent.futures.ThreadPoolExecutor(len(lowered)) as pool:  # compiles drop the GIL
+        compiled = list(pool.map(lambda lowered: lowered.compile(options), lowered))
+    act, push, oldest, learn = compiled[:4]
+    return Halves(act=act, learn=learn, push=push, oldest=oldest, to_actor=to_actor,
+                  to_learner=to_learner, advance=compiled[4] if offpolicy else None,
+                  obs_stats=learner.obs_stats if offpolicy else None)
 
 
 # ------------------------------------------------------------------ one-program split
@@ -129,9 +149,8 @@ def _init_and_compile_one_program(actor: Pipeline, learner: Pipeline, key, num_t
 
     def tick(state):
         params, version = queue_oldest(state.actor_queue)
-        act_args = (params, version, state.env_state, state.obs, state.memory, state.key,
-                    state.env_steps)
-        # the learner's key, as the actor's half splits it (pipeline.make_act)
+        act_args = (params, version, actor_state(state))
+        # the learner's key, as the actor's half splits it (ticks.make_act)
         learn_args = (state.learner, state.updates, state.in_flight, state.in_flight_version,
                       jax.random.split(state.key, 3)[2])
         impl = jax.random.key_impl(state.key)  # every key of a run is of the run's PRNG

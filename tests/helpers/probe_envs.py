@@ -135,14 +135,15 @@ def walk_rollout(make_agent, T=16, B=4):
     Sixteen steps of four envs see episodes end by termination and by truncation.
     """
     from jaxrl_async.envs import check_env, make_batched
-    from jaxrl_async.pipeline import make_pipeline
+    from jaxrl_async.pipeline import PipelineShape, make_pipeline
     from jaxrl_async.sharding import AXIS
     from jaxrl_async.types import BuildContext
 
     env = WalkEnv()
     params = env.default_params
     agent = make_agent(BuildContext(check_env(env, params), B, T, 1, axis_name=AXIS))
-    pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params, T, B)
+    pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params,
+                             PipelineShape(T, B))
     state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
     _, _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state,
                                                  state.obs, state.memory, jax.random.PRNGKey(1))
