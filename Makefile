@@ -1,10 +1,11 @@
-# `make train` and `make test` build .venv from the pinned requirements when it is missing.
+# `make train`, `make test`, `make lint` and `make check` build .venv from the pinned
+# requirements when it is missing.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: train test bench clean
+.PHONY: train test lint check bench clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,8 +19,21 @@ train: $(STAMP)
 # Two workers, one test file each at a time (module fixtures run once): JAX compiles on
 # one core, so a second worker uses the other. Set PYTEST_WORKERS=0 to run in-process.
 PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+
+# The fast tier: unit and small integration tests (everything not marked slow).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+# Lint, format and types; the settings live in pyproject.toml ([tool.ruff], [tool.mypy]).
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy jaxrl_async
+
+# Everything CI runs: lint, then every test, slow ones included.
+check: lint
+	$(PYTEST) $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/jaxrl-async bench $(ARGS)
