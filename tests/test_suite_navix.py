@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.tools.bench import has_direct
 from jaxrl_async.envs import suites
 from jaxrl_async.envs.spec import check_env
 from jaxrl_async.errors import ConfigError
@@ -122,28 +121,15 @@ def test_check_env(env_id, kwargs):
     assert env_id in suites.adapter("navix").ids()
 
 
-def test_one_line_errors():
-    for name, kwargs, match in [("navix:Navix-Nope-v0", {}, "unknown navix env"),
-                                ("navix:Navix-Empty-5x5-v0", {"nope": 1}, "rejected.*nope"),
-                                ("navix:Navix-Empty-5x5-v0", {"observation_fn": "nope"},
-                                 "observation_fn")]:
-        with pytest.raises(ConfigError, match=match) as info:
-            suites.make(name, **kwargs)
-        assert "\n" not in str(info.value)
-
-
-def test_reset_and_step_states_have_the_same_types(empty):
-    env, params, keys, _ = empty
-    _, state = jax.eval_shape(env.reset, keys[0], params)
-    stepped = jax.eval_shape(env.step, keys[1], state, jnp.int32(0), params)[1]
-    assert [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(state)] == \
-        [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(stepped)]
+def test_an_unknown_observation_fn_is_a_one_line_error():
+    with pytest.raises(ConfigError, match="observation_fn") as info:
+        suites.make("navix:Navix-Empty-5x5-v0", observation_fn="nope")
+    assert "\n" not in str(info.value)
 
 
 def test_direct_is_navix_own_reset_and_step(empty):
     """`direct` (bench's suite-API baseline): navix's reset and step, one env, jitted."""
     env, params, keys, _ = empty
-    assert has_direct("navix:Navix-Empty-5x5-v0")
     reset, step = suites.adapter("navix").direct("Navix-Empty-5x5-v0", max_steps=LIMIT)
     timestep = jax.jit(reset)(keys[0])
     stepped = jax.jit(step)(keys[1], timestep, jnp.int32(FORWARD))

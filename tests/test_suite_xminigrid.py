@@ -123,10 +123,8 @@ def one_line_error(error_type, *args, **kwargs):
     return str(info.value)
 
 
-def test_bad_ids_and_kwargs_are_one_line_config_errors():
+def test_an_xland_benchmark_on_a_minigrid_env_is_a_one_line_config_error():
     assert "MiniGrid-Empty-8x8" in suites.adapter("xminigrid").ids()
-    assert "unknown xminigrid env" in one_line_error(ConfigError, "xminigrid:MiniGrid-Nope")
-    assert "'nope'" in one_line_error(ConfigError, "xminigrid:MiniGrid-Empty-5x5", nope=1)
     assert "XLand" in one_line_error(ConfigError, "xminigrid:MiniGrid-Empty-5x5",
                                      benchmark="trivial-21k")
 
