@@ -1,6 +1,6 @@
-"""Checkpoints and resume: orbax round trips, exact resume, keep-last-N, crashes, bad input."""
+"""Checkpoints and resume: orbax round trips, extending a run, keep-last-N, crashes, bad
+input (the exact-resume contract per agent is test_resume.py)."""
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -13,27 +13,8 @@ import jaxrl_async
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.errors import ConfigError, UserError
 from tests.helpers.cli import run_cli_in_process
-from tests.helpers.configs import DQN_TINY
 from tests.helpers.configs import PPO_SMALL as SMALL
-from tests.helpers.resume import assert_same_records, assert_same_state, interrupt_at, records
-
-# Configs whose resume must match the uninterrupted run bit for bit; an off-policy
-# agent with prioritized replay joins as one more entry. Each is a program another test
-# trains too (SMALL; test_dqn's TINY at lag 2; test_seeds' three seeds of SMALL), so it
-# comes from the compile cache.
-RESUME_CONFIGS = [
-    pytest.param("ppo_cartpole", SMALL, id="ppo-lag0"),
-    pytest.param("ppo_cartpole_async", SMALL, id="ppo-lag1"),
-    # Prioritized replay (full and wrapped by the end), its sum tree, the n-step window and
-    # two queued parameter versions too.
-    pytest.param("dqn_cartpole", DQN_TINY + ["pipeline.lag=2"], id="dqn-per"),
-    pytest.param("ppo_cartpole", SMALL + ["train.num_seeds=3"], id="ppo-3-seeds",
-                 marks=pytest.mark.slow),
-    # The actor's carry (and the carries stored with the trajectory in flight).
-    pytest.param("ppo_cartpole_async", SMALL + ["agent.memory=gru", "agent.memory_size=8",
-                                                "agent.hidden_sizes=[8]"], id="ppo-gru-lag1"),
-]
-
+from tests.helpers.resume import assert_same_records, assert_same_state, records
 
 def _fresh_state(config):
     from jaxrl_async.build import build_pipeline
@@ -117,37 +98,6 @@ def test_missing_checkpoint_raises(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # Resume
-
-
-@pytest.mark.parametrize("name, overrides", RESUME_CONFIGS)
-def test_resume_after_interrupt_equals_the_uninterrupted_run(tmp_path, name, overrides):
-    config = jaxrl_async.load_config(name, overrides)
-    reference = jaxrl_async.train(config, run_dir=tmp_path / "reference")
-    log_points = [int(s) for s in reference.metrics["env_steps"]]
-    assert len(log_points) >= 3
-
-    run_dir = tmp_path / "run"
-    with pytest.raises(jaxrl_async.TrainingInterrupted) as info:
-        jaxrl_async.train(config, run_dir=run_dir, callbacks=[interrupt_at(log_points[0])])
-    # The signal came while logging the first call; the second, already running, finishes
-    # and is saved.
-    stopped = log_points[1]
-    assert info.value.env_steps == stopped and info.value.run_dir == run_dir
-    assert ckpt.steps(run_dir / "checkpoints") == [stopped]
-    assert [r["env_steps"] for r in records(run_dir)] == log_points[:2]
-
-    resumed = jaxrl_async.resume(run_dir)
-    assert_same_state(resumed.state, reference.state)
-    assert_same_records(records(run_dir), records(tmp_path / "reference"))
-    assert resumed.metrics.keys() == reference.metrics.keys()
-    for key in reference.metrics:
-        if key not in ("sps", "wall_seconds"):
-            np.testing.assert_array_equal(resumed.metrics[key], reference.metrics[key],
-                                          err_msg=key)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["resumed_from"] == stopped and summary["env_steps"] == log_points[-1]
-    assert summary["final_return"] == reference.summary["final_return"]
-    assert ckpt.steps(run_dir / "checkpoints") == [stopped, log_points[-1]]
 
 
 def test_extending_a_finished_run_equals_the_longer_run(tmp_path):

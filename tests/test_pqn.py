@@ -1,11 +1,7 @@
 """PQN: the LayerNorm Q-network, Q(lambda) targets from the online network (no target
-network), masks, lag, resume, sweeps, devices, bad configs, learning CartPole."""
+network), masks, lag, sweeps, bad configs, learning CartPole (its resume is
+test_resume.py's, its devices test_multidevice.py's)."""
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -20,15 +16,12 @@ from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import QNetwork
 from jaxrl_async.types import ActorClock, BuildContext
 from tests.helpers.cli import run_cli_in_process
+from tests.helpers.configs import PQN_LAG1, PQN_TINY
 from tests.helpers.learning import assert_learns, curves
 from tests.helpers.probe_envs import MaskedImageMatch, walk_rollout
 from tests.helpers.references import q_lambda_reference
-from tests.helpers.resume import assert_resume_is_bitwise
 
-# 4 envs x 16 steps a tick, 16 updates, a log point every 4.
-TINY = ["env.num_envs=4", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",
-        "agent.num_minibatches=2", "agent.num_epochs=2", "agent.epsilon_decay_steps=512",
-        "train.total_steps=1024", "train.log_every=256", "train.progress=false"]
+TINY = PQN_TINY
 
 
 def _param_names(params):
@@ -190,21 +183,10 @@ def test_cli_bad_pqn_value_exits_2_with_one_line(tmp_path):
     assert not any(tmp_path.iterdir()), "nothing may be written"
 
 
-# TINY at lag 1 with 8 envs (8 updates of 128 steps), threefry keys: the run the resume and
-# two-device tests compare with.
-LAG1 = TINY + ["env.num_envs=8", "pipeline.lag=1", "train.prng=threefry2x32"]
-
-
-@pytest.fixture(scope="module")
-def lag1_run(tmp_path_factory):
-    """LAG1, trained once for the module with a run directory."""
-    config = jaxrl_async.load_config("pqn_cartpole", LAG1)
-    run_dir = tmp_path_factory.mktemp("pqn") / "reference"
-    return config, jaxrl_async.train(config, run_dir=run_dir), run_dir
-
-
-def test_lag_1_run_learns_on_stale_data_and_follows_the_epsilon_schedule(lag1_run):
-    config, result, _ = lag1_run
+def test_lag_1_run_learns_on_stale_data_and_follows_the_epsilon_schedule():
+    """PQN_LAG1, the run test_resume resumes and test_multidevice splits over devices."""
+    config = jaxrl_async.load_config("pqn_cartpole", PQN_LAG1)
+    result = jaxrl_async.train(config)
     assert result.metrics["policy_lag_max"][-1] == 1
     assert int(result.state.updates) == 8 and int(result.state.env_steps) == 1024
     # The actor's epsilon follows the env-step clock: one minus steps/512 down to 0.05.
@@ -212,13 +194,6 @@ def test_lag_1_run_learns_on_stale_data_and_follows_the_epsilon_schedule(lag1_ru
     assert epsilon[0] > epsilon[1] > epsilon[2]
     assert epsilon[-1] == pytest.approx(config.agent.epsilon_end, rel=1e-5)
     assert np.all(np.isfinite(result.metrics["loss"]))
-
-
-def test_resume_is_bitwise_the_uninterrupted_run(lag1_run, tmp_path):
-    """Lag 1: the parameters, the optimizer, the parameter queue and the trajectory in
-    flight all come back from the checkpoint."""
-    config, reference, reference_dir = lag1_run
-    assert_resume_is_bitwise(config, tmp_path, reference, reference_dir)
 
 
 def test_learn_reads_every_sweepable_value_from_the_learner_state(walk):
@@ -249,44 +224,6 @@ def test_learn_reads_every_sweepable_value_from_the_learner_state(walk):
     assert metrics["grad_norm"] == pytest.approx(base["grad_norm"], rel=1e-6)
     assert np.abs(clipped - start).max() < np.abs(base_params - start).max()
     assert set(changed) | {"learning_rate", "max_grad_norm"} == set(PQNConfig.SWEEPABLE)
-
-
-DEVICES_SCRIPT = textwrap.dedent("""
-    import json, sys
-    import jax, numpy as np
-    from jax.flatten_util import ravel_pytree
-    import jaxrl_async
-
-    assert jax.local_device_count() == 2
-    result = jaxrl_async.train(jaxrl_async.load_config("pqn_cartpole", json.loads(
-        sys.argv[1]) + ["pipeline.devices=2"]))
-    out = {key: np.asarray(result.metrics[key]).tolist()
-           for key in ("loss", "epsilon", "target_mean", "episode_return")}
-    out["params"] = np.asarray(ravel_pytree(result.state.learner.params)[0]).tolist()
-    out["devices"] = result.summary["devices"]
-    print(json.dumps(out))
-""")
-
-
-@pytest.mark.slow  # a fresh process on two forced CPU devices
-def test_two_devices_train_what_one_device_trains(lag1_run):
-    """LAG1 with its 8 envs split 4 and 4 over two forced devices: the same returns,
-    losses, targets, epsilons and final parameters as the one-device run, to float
-    rounding (the gradient and the metrics are averaged over the devices' shares)."""
-    _, one, _ = lag1_run
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    proc = subprocess.run([sys.executable, "-c", DEVICES_SCRIPT, json.dumps(LAG1)],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    two = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(two["devices"]) == 2 and len(one.summary["devices"]) == 1
-    np.testing.assert_allclose(two["episode_return"], one.metrics["episode_return"], rtol=1e-5)
-    np.testing.assert_allclose(two["epsilon"], one.metrics["epsilon"], rtol=1e-6)
-    for key in ("loss", "target_mean"):
-        np.testing.assert_allclose(two[key], one.metrics[key], rtol=1e-4, atol=1e-6,
-                                   err_msg=key)
-    params = np.concatenate([np.ravel(x) for x in jax.tree.leaves(one.state.learner.params)])
-    np.testing.assert_allclose(two["params"], params, rtol=0, atol=1e-5)
 
 
 # The shipped config: four of six seeds and the median must reach 475. An occasional seed

@@ -1,12 +1,8 @@
 """R2D2 (agents/r2d2.py) and the sequence replay (replay/sequences.py): value rescaling,
-sequence priorities, burn-in, sequences cut across ticks, resume, devices, learning."""
+sequence priorities, burn-in, sequences cut across ticks, learning (its resume is
+test_resume.py's, its devices test_multidevice.py's)."""
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -28,8 +24,8 @@ from jaxrl_async.config import ReplayConfig
 from jaxrl_async.offpolicy import make_replay_stage
 from jaxrl_async.replay.sequences import Sequence
 from jaxrl_async.types import Memory, ReplayUse, Transition
+from tests.helpers.configs import R2D2_TINY
 from tests.helpers.learning import assert_learns
-from tests.helpers.resume import assert_resume_is_bitwise
 
 
 def test_value_rescaling_and_its_inverse_invert_each_other():
@@ -167,12 +163,7 @@ def test_sequences_are_cut_across_ticks_with_their_stored_carry():
         np.testing.assert_array_equal(items.carry[k], stream.memory.carry[start, env])
 
 
-TINY = ["env.num_envs=4", "pipeline.rollout_len=8", "agent.sequence_length=8",
-        "agent.sequence_overlap=4", "agent.burn_in=2", "agent.hidden_sizes=[8]",
-        "agent.memory_size=8", "agent.updates_per_tick=2", "replay.capacity=256",
-        "replay.batch_size=8",
-        "replay.learning_starts=128", "train.total_steps=1536", "train.log_every=512",
-        "train.progress=false", "pipeline.lag=1"]
+TINY = R2D2_TINY
 
 
 def test_config_errors():
@@ -182,81 +173,6 @@ def test_config_errors():
         jaxrl_async.load_config("r2d2_cartpole_masked", ["agent.memory=none"])
     with pytest.raises(jaxrl_async.ConfigError, match="agent.burn_in"):
         jaxrl_async.load_config("r2d2_cartpole_masked", ["agent.burn_in=20"])
-
-
-def test_resume_is_bitwise_the_uninterrupted_run(tmp_path):
-    """Lag 1: the sequence replay, its priorities, the window, the carries and the
-    parameter queue all come back from the checkpoint."""
-    reference = assert_resume_is_bitwise(
-        jaxrl_async.load_config("r2d2_cartpole_masked", TINY), tmp_path)
-    # 4 envs x 8 steps a tick, two sequences of 8 per env per tick (384 in all, the last
-    # 256 kept); two updates a tick from the 5th tick on (128 steps).
-    replay = reference.state.replay
-    assert int(replay.ring.size[0]) == 256
-    assert replay.ring.items.carry.shape == (1, 256, 8)
-    assert int(reference.state.learner.steps) == 2 * (1536 // 32 - 4)
-
-
-DEVICES_SCRIPT = textwrap.dedent("""
-    import json
-    import jax, jax.numpy as jnp, numpy as np
-    from jax.flatten_util import ravel_pytree
-    from jax.sharding import NamedSharding, PartitionSpec as P
-    import jaxrl_async
-    from jaxrl_async.build import build_pipeline
-    from jaxrl_async.replay import prioritized
-    from jaxrl_async.sharding import AXIS, make_mesh
-
-    assert jax.local_device_count() == 2
-    overrides = %s
-    out = {}
-    config = jaxrl_async.load_config("r2d2_cartpole_masked", overrides + [
-        "train.prng=threefry2x32", "pipeline.devices=2"])
-    result = jaxrl_async.train(config)  # a whole run on two devices: one shard each
-    replay = result.state.replay
-    out["run"] = {"sizes": np.asarray(replay.ring.size).tolist(),
-                  "shard_devices": len(replay.tree.leaves.devices()),
-                  "steps": int(result.state.learner.steps)}
-    # One learner update on the same sequences and weights, split over 1 and 2 devices.
-    state = result.state
-    flat_items = jax.tree.map(lambda x: np.asarray(x).reshape(-1, *x.shape[2:])[:16],
-                              replay.ring.items)
-    weights = np.linspace(0.2, 1.0, 16).astype(np.float32)
-    sample = prioritized.Sample(flat_items, np.arange(16, dtype=np.int32),
-                                np.full(16, 1 / 16, np.float32), weights)
-    learner = jax.tree.map(np.asarray, state.learner)
-    for devices in (1, 2):
-        mesh = make_mesh(devices)
-        _, agent = build_pipeline(config, mesh=mesh)
-        learn = jax.jit(jax.shard_map(agent.learn, mesh=mesh, in_specs=(P(), P(AXIS), P()),
-                                      out_specs=(P(), P(), P(AXIS)), check_vma=False))
-        on = lambda tree, spec: jax.device_put(tree, NamedSharding(mesh, spec))
-        new, metrics, priorities = learn(on(learner, P()), on(sample, P(AXIS)),
-                                         jax.random.key(0))
-        out[devices] = {"params": np.asarray(ravel_pytree(new.params)[0]).tolist(),
-                        "loss": float(metrics["loss"]),
-                        "priorities": np.asarray(priorities).tolist()}
-    print(json.dumps(out))
-""")
-
-
-@pytest.mark.slow
-def test_two_devices():
-    """A run on two forced devices keeps one replay shard per device; one learner update on
-    the same sequences split over 1 or 2 devices gives the same parameters, loss and
-    priorities to float rounding (whole runs differ: each device samples its own shard)."""
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    script = DEVICES_SCRIPT % json.dumps(TINY[:-1] + ["pipeline.lag=0"])
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["run"]["sizes"] == [128, 128] and out["run"]["shard_devices"] == 2
-    assert out["run"]["steps"] == 2 * (1536 // 32 - 4)
-    one, two = out["1"], out["2"]
-    np.testing.assert_allclose(two["params"], one["params"], rtol=0, atol=1e-5)
-    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-5)
-    np.testing.assert_allclose(two["priorities"], one["priorities"], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.slow

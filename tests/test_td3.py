@@ -1,13 +1,9 @@
 """TD3 (agents/td3.py): target policy smoothing and its clip, the twin-min target against
 a numpy reference, the actor and the targets moving every `policy_delay`-th update with an
-Adam of their own, acting and greedy actions, bad settings, two devices, a bitwise resume,
-and learning Pendulum over several seeds in one program."""
+Adam of their own, acting and greedy actions, bad settings, and learning Pendulum over
+several seeds in one program (its resume is test_resume.py's, its devices
+test_multidevice.py's)."""
 
-import json
-import pickle
-import subprocess
-import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -20,12 +16,11 @@ from jaxrl_async.agents.configs import TD3Config
 from jaxrl_async.agents.td3 import make_td3, smoothed_target_action
 from jaxrl_async.envs import make, spec_of
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.types import BuildContext, NStepTransition, Sample
+from jaxrl_async.types import BuildContext
 from tests.helpers.cli import run_cli_in_process
-from tests.helpers.cli import subprocess_env
 from tests.helpers.learning import assert_learns, curves
-from tests.helpers.references import critics_np, dense_layers, mlp_np, pendulum_spec
-from tests.helpers.resume import assert_resume_is_bitwise
+from tests.helpers.references import (critics_np, dense_layers, mlp_np, pendulum_sample,
+                                      pendulum_spec)
 
 TINY = TD3Config(hidden_sizes=(16, 16), learning_rate=3e-3)
 
@@ -35,18 +30,7 @@ def build(config=TINY, axis_name=None):
                                          num_updates=10, axis_name=axis_name))
 
 
-def make_sample(b=32, seed=0, discount=0.9):
-    """A Pendulum-shaped batch (test_sac's, drawn with numpy: no eager JAX ops to compile):
-    actions in [-2, 2], every fourth discount 0, non-uniform importance weights."""
-    rng = np.random.default_rng(seed)
-    obs = rng.normal(size=(b, 3)).astype(np.float32)
-    items = NStepTransition(
-        obs=obs, action=rng.uniform(-2.0, 2.0, (b, 1)).astype(np.float32),
-        reward=rng.normal(size=b).astype(np.float32),
-        discount=np.where(np.arange(b) % 4 == 0, 0.0, discount).astype(np.float32),
-        next_obs=(obs + 0.1 * rng.normal(size=(b, 3))).astype(np.float32))
-    return Sample(items, np.arange(b, dtype=np.int32), np.full(b, 1.0 / b, np.float32),
-                  np.linspace(0.2, 1.0, b).astype(np.float32))
+make_sample = pendulum_sample
 
 
 def actor_np(params, obs, depth):
@@ -248,86 +232,7 @@ def test_cli_bad_value_exits_2_with_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-# --- two devices -----------------------------------------------------------------------------
-
-
-TWO_DEVICES = textwrap.dedent("""
-    import json, pickle, sys
-    import jax, numpy as np
-    from jax.flatten_util import ravel_pytree
-    from jax.sharding import NamedSharding, PartitionSpec as P
-    import tests.test_td3 as t
-
-    assert jax.local_device_count() == 2, jax.devices()
-    mesh = jax.make_mesh((2,), ("data",))
-    agent = t.build(t.SHARED, axis_name="data")
-    learn = jax.jit(jax.shard_map(agent.learn, mesh=mesh, in_specs=(P(), P("data"), P()),
-                                  out_specs=(P(), P(), P("data"))))
-    with open(sys.argv[1], "rb") as f:  # the one-device test's initial state
-        state = jax.device_put(pickle.load(f), NamedSharding(mesh, P()))
-    out = []
-    for i in range(t.TWO_DEVICE_STEPS):
-        sample = jax.device_put(t.make_sample(seed=i), NamedSharding(mesh, P("data")))
-        state, metrics, priorities = learn(state, sample, jax.random.key(10 + i))
-        out.append(t.step_record(state, metrics, priorities))
-    print(json.dumps(out))
-""")
-TWO_DEVICE_STEPS = 6  # two actor updates at policy_delay 3
-
-
-def step_record(state, metrics, priorities):
-    return {"params": np.asarray(ravel_pytree((state.params, state.critic, state.target_params,
-                                               state.target_critic))[0]).tolist(),
-            "priorities": np.asarray(priorities).tolist(),
-            "loss": [float(metrics["critic_loss"]), float(metrics["actor_loss"])]}
-
-
-@pytest.mark.slow  # a fresh process on two forced devices
-def test_learn_on_two_devices_equals_one_device_on_the_whole_batch(shared, tmp_path):
-    """The same updates with each sample split over two devices (shard_map, pmean'd
-    gradients, per-sample noise from the global position) as on one."""
-    _, learn, _, _, initial = shared
-    with open(tmp_path / "initial.pkl", "wb") as f:
-        pickle.dump(jax.device_get(initial), f)
-    env = subprocess_env(devices=2)
-    proc = subprocess.run([sys.executable, "-c", TWO_DEVICES, str(tmp_path / "initial.pkl")],
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    two = json.loads(proc.stdout.strip().splitlines()[-1])
-    state, one = initial, []
-    for i in range(TWO_DEVICE_STEPS):
-        state, metrics, priorities = learn(state, make_sample(seed=i), jax.random.key(10 + i))
-        one.append(step_record(state, metrics, priorities))
-    for a, b in zip(one, two):
-        # The same sums in another order; Adam can turn a rounding difference in a
-        # near-zero gradient into a step of up to the learning rate (3e-3).
-        np.testing.assert_allclose(b["params"], a["params"], rtol=0, atol=5e-3)
-        np.testing.assert_allclose(b["priorities"], a["priorities"], rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(b["loss"], a["loss"], rtol=1e-5, atol=1e-6)
-    first, last = np.asarray(one[0]["params"]), np.asarray(one[-1]["params"])
-    assert np.abs(last - first).max() > 1e-3, "the steps should move the parameters"
-    assert one[2]["loss"][1] != one[1]["loss"][1], "update 3 should have moved the actor"
-
-
 # --- whole runs ------------------------------------------------------------------------------
-
-
-# Tiny networks, lag 1, prioritized replay wrapped by the end, 2 updates a tick against a
-# delay of 3 (so the delay phase crosses ticks and checkpoints). No periodic evaluation:
-# its compile would double the test's cost, and it only calls `greedy` (tested above).
-RESUME = ["agent.hidden_sizes=[8]", "agent.updates_per_tick=2", "agent.policy_delay=3",
-          "pipeline.rollout_len=4", "pipeline.lag=1", "replay.kind=prioritized",
-          "replay.capacity=256", "replay.batch_size=16", "replay.learning_starts=64",
-          "train.total_steps=1536", "train.log_every=512", "train.progress=false"]
-
-
-def test_resume_is_bitwise_the_uninterrupted_run(tmp_path):
-    reference = assert_resume_is_bitwise(jaxrl_async.load_config("td3_pendulum", RESUME),
-                                         tmp_path)
-    learner = reference.state.learner
-    # 4 envs x 4 steps a tick: 96 ticks, 2 updates a tick once 64 steps are stored.
-    assert int(learner.steps) == 2 * (96 - 4)
-    assert int(learner.actor_opt_state[1]) == 2 * (96 - 4) // 3
 
 
 # The shipped config at 6,000 steps, where about nine seeds in ten reach -250 (and none is

@@ -65,3 +65,19 @@ def pendulum_spec():
 
     env, params = make("Pendulum-v1")
     return spec_of(env, params)
+
+
+def pendulum_sample(b=32, seed=0, discount=0.9):
+    """A Pendulum-shaped replay batch drawn with numpy (no eager JAX ops to compile):
+    actions in [-2, 2], every fourth discount 0, non-uniform importance weights."""
+    from jaxrl_async.types import NStepTransition, Sample
+
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(b, 3)).astype(np.float32)
+    items = NStepTransition(
+        obs=obs, action=rng.uniform(-2.0, 2.0, (b, 1)).astype(np.float32),
+        reward=rng.normal(size=b).astype(np.float32),
+        discount=np.where(np.arange(b) % 4 == 0, 0.0, discount).astype(np.float32),
+        next_obs=(obs + 0.1 * rng.normal(size=(b, 3))).astype(np.float32))
+    return Sample(items, np.arange(b, dtype=np.int32), np.full(b, 1.0 / b, np.float32),
+                  np.linspace(0.2, 1.0, b).astype(np.float32))
