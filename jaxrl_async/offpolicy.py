@@ -26,7 +26,8 @@ draw's probability over the union of the shards, so importance weights stay exac
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -83,62 +84,76 @@ def _same(tree):
     return tree
 
 
-def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps: int,
-                      axis_name: str | None = None) -> ReplayStage:
-    """`config` is a ReplayConfig; capacity and batch are over all `num_devices` devices."""
-    capacity = config.capacity // num_devices
-    batch = config.batch_size // num_devices
-    n = use.n_step
-    is_prioritized = config.kind == "prioritized"
-    if use.sequence_length:
-        length, stride = use.sequence_length, use.sequence_length - use.sequence_overlap
-        carried = length - stride
+class StageSpec(NamedTuple):
+    """What `make_replay_stage` fixes about one device's replay; its methods are the
+    stage's functions (ReplayStage's)."""
 
-        def items_of(window):
-            return window_sequences(window, length, stride)
-    else:
-        carried = n - 1
+    use: ReplayUse
+    config: Any  # ReplayConfig
+    capacity: int  # this device's share of the replay
+    batch: int  # this device's share of a sampled batch
+    total_steps: int  # the run's env steps: the importance-weight exponent's schedule
+    axis_name: str | None
 
-        def items_of(window):
-            return nstep_transitions(window, n, use.gamma)
+    @property
+    def is_prioritized(self) -> bool:
+        return self.config.kind == "prioritized"
 
-    def example(window):
-        return jax.tree.map(lambda x: jnp.zeros(x.shape[2:], x.dtype), items_of(window))
+    @property
+    def carried(self) -> int:
+        if self.use.sequence_length:
+            length = self.use.sequence_length
+            return length - (length - self.use.sequence_overlap)  # L - stride
+        return self.use.n_step - 1
 
-    def init(example):
-        if is_prioritized:
-            return prioritized.init(capacity, example, alpha=config.alpha)
-        return ring.init(capacity, example)
+    def items_of(self, window):
+        """The items the window's first T steps start: n-step transitions, or sequences."""
+        if self.use.sequence_length:
+            length = self.use.sequence_length
+            return window_sequences(window, length, length - self.use.sequence_overlap)
+        return nstep_transitions(window, self.use.n_step, self.use.gamma)
 
-    def store(replay, window):
+    def example(self, window):
+        return jax.tree.map(lambda x: jnp.zeros(x.shape[2:], x.dtype), self.items_of(window))
+
+    def init(self, example):
+        if self.is_prioritized:
+            return prioritized.init(self.capacity, example, alpha=self.config.alpha)
+        return ring.init(self.capacity, example)
+
+    def store(self, replay, window):
         items = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]),  # [T * B] time-major
-                             items_of(window))
-        return prioritized.add(replay, items) if is_prioritized else ring.add(replay, items)
+                             self.items_of(window))
+        return (prioritized.add(replay, items) if self.is_prioritized
+                else ring.add(replay, items))
 
-    def advance(window, traj):
+    def advance(self, window, traj):
+        carried = self.carried
         if carried == 0:
             return traj
         keep = jax.tree.map(lambda x: x[x.shape[0] - carried:], window)
         return jax.tree.map(lambda a, b: jnp.concatenate([a, b]), keep, traj)
 
-    def sample(replay, key, beta):
-        if is_prioritized:
-            return prioritized.sample(replay, key, batch, beta, axis_name=axis_name)
-        if axis_name is not None:
-            key = jax.random.fold_in(key, jax.lax.axis_index(axis_name))
-        return ring.sample(replay, key, batch)
+    def sample(self, replay, key, beta):
+        if self.is_prioritized:
+            return prioritized.sample(replay, key, self.batch, beta, axis_name=self.axis_name)
+        if self.axis_name is not None:
+            key = jax.random.fold_in(key, jax.lax.axis_index(self.axis_name))
+        return ring.sample(replay, key, self.batch)
 
-    def priorities_of(replay):
+    def priorities_of(self, replay):
         """The part of the replay that learning changes (None for uniform replay)."""
-        return (replay.tree, replay.max_priority) if is_prioritized else None
+        return (replay.tree, replay.max_priority) if self.is_prioritized else None
 
+    @staticmethod
     def with_priorities(replay, part):
         return replay if part is None else replay.replace(tree=part[0], max_priority=part[1])
 
-    def learn(agent_learn, learner, replay, env_steps, key, stacked=False):
+    def learn(self, agent_learn, learner, replay, env_steps, key, stacked=False):
         squeeze = (lambda tree: jax.tree.map(lambda x: x[0], tree)) if stacked else _same
         unsqueeze = (lambda tree: jax.tree.map(lambda x: x[None], tree)) if stacked else _same
-        progress = jnp.minimum(env_steps.astype(jnp.float32) / total_steps, 1.0)
+        config = self.config
+        progress = jnp.minimum(env_steps.astype(jnp.float32) / self.total_steps, 1.0)
         beta = config.beta + (1.0 - config.beta) * progress
 
         # Only the learner and the priorities travel through the loop and the cond: the
@@ -147,25 +162,25 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
         def updates(operand):
             def one(carry, update_key):
                 learner, part = carry
-                current = squeeze(with_priorities(replay, part))
+                current = squeeze(self.with_priorities(replay, part))
                 sample_key, learn_key = jax.random.split(update_key)
-                drawn = sample(current, sample_key, beta)
+                drawn = self.sample(current, sample_key, beta)
                 learner, metrics, priorities = agent_learn(learner, drawn, learn_key)
-                if is_prioritized:
+                if self.is_prioritized:
                     current = prioritized.update_priorities(
                         current, drawn.indices, jnp.abs(priorities) + config.priority_eps,
-                        axis_name=axis_name)
-                return (learner, unsqueeze(priorities_of(current))), metrics
+                        axis_name=self.axis_name)
+                return (learner, unsqueeze(self.priorities_of(current))), metrics
 
             (learner, part), metrics = jax.lax.scan(
-                one, operand, jax.random.split(key, use.updates_per_tick))
+                one, operand, jax.random.split(key, self.use.updates_per_tick))
             metrics = jax.tree.map(jnp.mean, metrics)
             return learner, part, {**metrics, "replay_beta": beta}
 
         # Learn once the actor has taken `learning_starts` steps (the replay then holds
         # those and the first window). env_steps is replicated: every device agrees.
         learned = env_steps >= config.learning_starts
-        operand = (learner, priorities_of(replay))
+        operand = (learner, self.priorities_of(replay))
         metric_shapes = jax.eval_shape(updates, operand)[2]
 
         def wait(operand):
@@ -173,7 +188,14 @@ def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps
             return (*operand, zeros)
 
         learner, part, metrics = jax.lax.cond(learned, updates, wait, operand)
-        return learner, with_priorities(replay, part), metrics, learned
+        return learner, self.with_priorities(replay, part), metrics, learned
 
-    return ReplayStage(init=init, store=store, advance=advance, learn=learn, n_step=n,
-                       example=example, carried=carried)
+
+def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps: int,
+                      axis_name: str | None = None) -> ReplayStage:
+    """`config` is a ReplayConfig; capacity and batch are over all `num_devices` devices."""
+    spec = StageSpec(use, config, config.capacity // num_devices,
+                     config.batch_size // num_devices, total_steps, axis_name)
+    return ReplayStage(init=spec.init, store=spec.store, advance=spec.advance,
+                       learn=spec.learn, n_step=use.n_step, example=spec.example,
+                       carried=spec.carried)
