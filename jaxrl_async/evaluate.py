@@ -19,7 +19,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -64,81 +64,98 @@ def obs_stats(env_state) -> NormState | None:
     return NormState(None, env_state.mean, env_state.var, env_state.count)
 
 
-def make_evaluator(agent: Agent, env, env_params, num_episodes: int, mode: str = "greedy",
-                   max_steps: int = 0, normalize_obs: bool = False):
+class EvalLoop(NamedTuple):
+    """The evaluation loop's carry: the step, the envs, and each env's first episode [N]."""
+
+    t: jax.Array
+    env_state: Any
+    obs: Any
+    memory: Any  # Memory [N, ...] (None: a memoryless agent)
+    alive: jax.Array  # bool: the first episode still runs
+    returns: jax.Array  # float32: its return so far
+    lengths: jax.Array  # int32: its length so far
+
+
+def _per_env(key, index):
+    """One key per env [N]: `key` folded with each env's index."""
+    return jax.vmap(jax.random.fold_in, (None, 0))(key, index)
+
+
+def _eval_policy(agent: Agent, mode: str, index):
+    """policy(params, memory, obs, key, env_steps) -> (carry, action) for the N envs of
+    `index` [N]; a memoryless agent's carry stays None."""
+    num_episodes = index.shape[0]
+
+    def policy(params, memory, obs, key, env_steps):
+        carry = None if memory is None else memory.carry
+        episode_start = None if memory is None else memory.episode_start
+        if mode == "greedy":
+            return agent.greedy_carried(params, carry, obs, episode_start)
+        clock = ActorClock(env_steps, index.astype(jnp.int32), num_episodes)
+        return agent.act_carried(params, carry, obs, episode_start, _per_env(key, index),
+                                 clock)[:2]
+
+    return policy
+
+
+def make_evaluator(agent: Agent, env, env_params, config: EvalConfig,
+                   normalize_obs: bool = False):
     """evaluate(params, key, env_steps, obs_stats=None) -> (returns [N], lengths [N]).
 
-    A pure function (jit it): N = num_episodes copies of the unbatched gymnax-API `env`,
-    each reset with its own key, step together until each has ended its FIRST episode
-    (terminated or truncated; later episodes after the auto-reset are not counted), or
-    `episode_limit(env_params, max_steps)` steps have passed: an episode still running
-    then counts with its return so far and that length.
+    A pure function (jit it): N = config.episodes copies of the unbatched gymnax-API
+    `env`, each reset with its own key, step together until each has ended its FIRST
+    episode (terminated or truncated; later episodes after the auto-reset are not
+    counted), or `episode_limit(env_params, config.max_steps)` steps have passed: an
+    episode still running then counts with its return so far and that length.
 
-    mode "greedy" acts with `agent.greedy`; "sample" with `agent.act`, whose clock says
-    `env_steps` for every step (a DQN's epsilon is its schedule's value there) and env i
-    of N (Ape-X's per-env epsilons). A recurrent agent's carry starts each env at its
-    `init_carry` and follows it through the episode, as the actor's does in training.
+    config.mode "greedy" acts with `agent.greedy`; "sample" with `agent.act`, whose clock
+    says `env_steps` for every step (a DQN's epsilon is its schedule's value there) and
+    env i of N (Ape-X's per-env epsilons). A recurrent agent's carry starts each env at
+    its `init_carry` and follows it through the episode, as the actor's does in training.
     With `normalize_obs`, observations are normalised with `obs_stats` (a NormState, see
     `obs_stats`) as the training env did, frozen.
     """
+    mode, num_episodes = config.mode, config.episodes
     if mode not in MODES:
         raise ValueError(f"evaluation mode must be one of {MODES}, got {mode!r}")
     if mode == "greedy" and agent.greedy is None:
         raise ValueError("this agent has no greedy action; evaluate with mode='sample'")
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
-    limit = episode_limit(env_params, max_steps)
+    limit = episode_limit(env_params, config.max_steps)
     vec_env = VecEnv(env)
     normalizer = NormalizeObservation(vec_env) if normalize_obs else None
     index = jnp.arange(num_episodes)
-
-    def per_env(key):
-        return jax.vmap(jax.random.fold_in, (None, 0))(key, index)
-
-    def policy(params, carry, obs, episode_start, key, env_steps):
-        """(carry, action); a memoryless agent's carry stays None."""
-        if mode == "greedy":
-            return agent.greedy_carried(params, carry, obs, episode_start)
-        clock = ActorClock(env_steps, index.astype(jnp.int32), num_episodes)
-        return agent.act_carried(params, carry, obs, episode_start, per_env(key), clock)[:2]
+    policy = _eval_policy(agent, mode, index)
 
     def evaluate(params, key, env_steps, obs_stats: NormState | None = None):
         if normalizer is not None and obs_stats is None:
             raise ValueError("normalize_obs needs the training run's obs_stats")
-
-        def observe(obs):
-            if normalizer is None:
-                return obs
-            return normalizer.normalize(obs_stats, obs.astype(jnp.float32))
-
         reset_key, step_key, act_key = jax.random.split(key, 3)
         env_steps = jnp.asarray(env_steps, jnp.int32)
-        obs, env_state = vec_env.reset(per_env(reset_key), env_params)
-        memory = agent.initial_memory(num_episodes)
+        obs, env_state = vec_env.reset(_per_env(reset_key, index), env_params)
 
-        def running(loop):
-            t, _, _, _, alive, _, _ = loop
-            return (t < limit) & jnp.any(alive)
-
-        def step(loop):
-            t, env_state, obs, memory, alive, returns, lengths = loop
-            carry, action = policy(params, None if memory is None else memory.carry,
-                                   observe(obs),
-                                   None if memory is None else memory.episode_start,
-                                   jax.random.fold_in(act_key, t), env_steps)
+        def step(loop: EvalLoop) -> EvalLoop:
+            seen = loop.obs if normalizer is None else normalizer.normalize(
+                obs_stats, loop.obs.astype(jnp.float32))
+            carry, action = policy(params, loop.memory, seen,
+                                   jax.random.fold_in(act_key, loop.t), env_steps)
             obs, env_state, reward, terminated, truncated, _ = vec_env.step(
-                per_env(jax.random.fold_in(step_key, t)), env_state, action, env_params)
-            returns = returns + jnp.where(alive, reward.astype(jnp.float32), 0.0)
-            lengths = lengths + alive.astype(jnp.int32)
-            alive = alive & ~(terminated | truncated)
-            if memory is not None:
-                memory = Memory(carry, terminated | truncated)
-            return t + 1, env_state, obs, memory, alive, returns, lengths
+                _per_env(jax.random.fold_in(step_key, loop.t), index), loop.env_state,
+                action, env_params)
+            ended = terminated | truncated
+            return EvalLoop(
+                loop.t + 1, env_state, obs,
+                None if loop.memory is None else Memory(carry, ended), loop.alive & ~ended,
+                loop.returns + jnp.where(loop.alive, reward.astype(jnp.float32), 0.0),
+                loop.lengths + loop.alive.astype(jnp.int32))
 
-        loop = (jnp.int32(0), env_state, obs, memory, jnp.ones(num_episodes, bool),
-                jnp.zeros(num_episodes, jnp.float32), jnp.zeros(num_episodes, jnp.int32))
-        *_, returns, lengths = jax.lax.while_loop(running, step, loop)
-        return returns, lengths
+        loop = EvalLoop(jnp.int32(0), env_state, obs, agent.initial_memory(num_episodes),
+                        jnp.ones(num_episodes, bool), jnp.zeros(num_episodes, jnp.float32),
+                        jnp.zeros(num_episodes, jnp.int32))
+        loop = jax.lax.while_loop(lambda loop: (loop.t < limit) & jnp.any(loop.alive), step,
+                                  loop)
+        return loop.returns, loop.lengths
 
     return evaluate
 
@@ -160,16 +177,15 @@ class Evaluation:
     of the latest call.
     """
 
-    def __init__(self, config: Config, agent: Agent, env=None, env_params=None,
-                 eval_config: EvalConfig | None = None, seed: int | None = None,
-                 impl: str | None = None, device=None):
+    def __init__(self, config: Config, agent: Agent, env=None, env_params=None, device=None):
+        """Evaluates as `config.eval` says, with keys of `config.train.seed` and
+        `config.prng_impl` (`eval_key`)."""
         env, env_params = envs_lib.resolve(config.env, env, env_params)
-        self.config = config.eval if eval_config is None else eval_config
-        self.seed = config.train.seed if seed is None else seed
-        self.impl = config.prng_impl if impl is None else impl
+        self.config = config.eval
+        self.seed = config.train.seed
+        self.impl = config.prng_impl
         self.device = jax.local_devices()[0] if device is None else device
-        self._evaluate = make_evaluator(agent, env, env_params, self.config.episodes,
-                                        self.config.mode, self.config.max_steps,
+        self._evaluate = make_evaluator(agent, env, env_params, self.config,
                                         config.env.normalize_obs)
         obs_shape = envs_lib.spec_of(env, env_params).obs_shape
         stats = jax.ShapeDtypeStruct(obs_shape, jnp.float32)
@@ -225,10 +241,9 @@ class Evaluation:
 
 
 def evaluate_run(run_dir: str | Path, episodes: int | None = None, mode: str | None = None,
-                 seed: int | None = None, *, env=None, env_params=None,
-                 write: bool = True) -> dict:
+                 seed: int | None = None, *, env=None, env_params=None) -> dict:
     """Evaluate the latest checkpoint of a run directory; the result is also written to
-    RUN_DIR/eval.json (unless `write` is false).
+    RUN_DIR/eval.json.
 
     `episodes`, `mode` default to the run's `eval` section, `seed` to its train.seed
     (so with the run's own settings the last checkpoint's numbers repeat the run's
@@ -248,7 +263,10 @@ def evaluate_run(run_dir: str | Path, episodes: int | None = None, mode: str | N
     # The checkpoint's layout, traced from init (nothing runs), then the checkpoint itself.
     like = jax.jit(pipeline.init).lower(jax.random.key(config.train.seed, impl=impl)).out_info
     state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=step)
-    evaluation = Evaluation(config, agent, env, env_params, eval_config, seed, impl)
+    # The evaluation's own settings: the run's, with the given ones and the checkpoint's PRNG.
+    evaluation = Evaluation(dataclasses.replace(
+        config, eval=eval_config, train=dataclasses.replace(config.train, seed=seed, prng=impl)),
+        agent, env, env_params)
     returns, lengths = evaluation.episodes(state, step)
     fields = summarize(returns, lengths)
     result = {"run_dir": str(run_dir), "env_steps": step, "mode": eval_config.mode,
@@ -257,6 +275,5 @@ def evaluate_run(run_dir: str | Path, episodes: int | None = None, mode: str | N
               "return_mean": fields["eval_return_mean"], "return_std": fields["eval_return_std"],
               "length_mean": fields["eval_length_mean"],
               "returns": [float(r) for r in returns], "lengths": [int(n) for n in lengths]}
-    if write:
-        (run_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+    (run_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
     return result

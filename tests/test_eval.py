@@ -13,6 +13,7 @@ from jaxrl_async.agents.dqn import DQNConfig, make_dqn
 from jaxrl_async.agents.impala import IMPALAConfig, make_impala
 from jaxrl_async.agents.ppo import PPOConfig, make_ppo
 from jaxrl_async.agents.sac import SACConfig, make_sac
+from jaxrl_async.config import EvalConfig
 from jaxrl_async.envs.spec import EnvSpec
 from jaxrl_async.envs.wrappers import NormState
 from jaxrl_async.evaluate import evaluate_run, make_evaluator, obs_stats
@@ -89,7 +90,8 @@ def test_evaluator_returns_exactly_the_first_episode_of_each_env():
         walk = (clock.env_index % 2 == 1) & (clock.env_steps > 0)
         return walk.astype(jnp.int32), {}
 
-    evaluate = jax.jit(make_evaluator(_probe_agent(act=act), env, env.default_params, 7, "sample"))
+    evaluate = jax.jit(make_evaluator(_probe_agent(act=act), env, env.default_params,
+                                      EvalConfig(episodes=7, mode="sample")))
     key = jax.random.key(0)
     returns, lengths = evaluate(None, key, 100)
     odd = np.arange(7) % 2 == 1
@@ -98,8 +100,8 @@ def test_evaluator_returns_exactly_the_first_episode_of_each_env():
     returns, lengths = evaluate(None, key, 0)  # the clock says the run's env steps
     np.testing.assert_array_equal(returns, np.full(7, 2.0))
 
-    capped = jax.jit(make_evaluator(_probe_agent(act=act), env, env.default_params, 7, "sample",
-                                    max_steps=2))
+    capped = jax.jit(make_evaluator(_probe_agent(act=act), env, env.default_params,
+                                    EvalConfig(episodes=7, mode="sample", max_steps=2)))
     returns, lengths = capped(None, key, 100)  # unfinished at the cap: the return so far
     np.testing.assert_array_equal(returns, np.where(odd, 3.0, 1.0))
     np.testing.assert_array_equal(lengths, np.full(7, 2))
@@ -108,7 +110,8 @@ def test_evaluator_returns_exactly_the_first_episode_of_each_env():
 def test_evaluator_on_match_context_reaches_the_known_optimum():
     env = MatchContext()
     optimal = _probe_agent(greedy=lambda params, obs: jnp.argmax(obs, axis=-1))
-    evaluate = jax.jit(make_evaluator(optimal, env, env.default_params, 5, "greedy"))
+    evaluate = jax.jit(make_evaluator(optimal, env, env.default_params,
+                                      EvalConfig(episodes=5, mode="greedy")))
     returns, lengths = evaluate(None, jax.random.key(3), 0)
     episode_length = env.default_params.episode_length
     np.testing.assert_array_equal(returns, np.full(5, float(episode_length)))
@@ -121,7 +124,8 @@ def test_evaluator_normalises_with_the_given_frozen_statistics():
     contexts do not depend on the actions, those two returns add up to the optimum."""
     env = MatchContext()
     agent = _probe_agent(greedy=lambda params, obs: (obs[:, 1] > 0.5).astype(jnp.int32))
-    evaluate = jax.jit(make_evaluator(agent, env, env.default_params, 6, normalize_obs=True))
+    evaluate = jax.jit(make_evaluator(agent, env, env.default_params, EvalConfig(episodes=6),
+                                      normalize_obs=True))
     key, ones = jax.random.key(4), jnp.ones(2)
 
     def stats(mean):
@@ -147,9 +151,10 @@ def test_obs_stats_come_from_a_normalising_env_state():
 def test_evaluator_rejects_bad_arguments():
     env = MatchContext()
     with pytest.raises(ValueError, match="greedy"):
-        make_evaluator(_probe_agent(), env, env.default_params, 2, "greedy")
+        make_evaluator(_probe_agent(), env, env.default_params, EvalConfig(episodes=2))
     with pytest.raises(ValueError, match="mode"):
-        make_evaluator(_probe_agent(), env, env.default_params, 2, "best")
+        make_evaluator(_probe_agent(), env, env.default_params,
+                       EvalConfig(episodes=2, mode="best"))
 
 
 def test_eval_config_is_validated():
@@ -224,12 +229,12 @@ def test_eval_cli_repeats_the_runs_final_evaluation(eval_run, cli):
 
 
 def test_evaluate_run_options(eval_run):
-    result = evaluate_run(eval_run.run_dir, episodes=3, mode="sample", seed=5, write=False)
+    result = evaluate_run(eval_run.run_dir, episodes=3, mode="sample", seed=5)
     assert (result["episodes"], result["mode"], result["seed"]) == (3, "sample", 5)
     assert len(result["returns"]) == 3 and all(1 <= n <= 500 for n in result["lengths"])
     assert result["return_mean"] == pytest.approx(np.mean(result["returns"]))
     with pytest.raises(jaxrl_async.ConfigError, match="eval.episodes"):
-        evaluate_run(eval_run.run_dir, episodes=0, write=False)
+        evaluate_run(eval_run.run_dir, episodes=0)
 
 
 def test_eval_cli_errors_are_one_line_exit_2(tmp_path):

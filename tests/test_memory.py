@@ -10,6 +10,7 @@ import pytest
 import jaxrl_async
 from jaxrl_async.agents.actor_critic import make_actor_critic
 from jaxrl_async.build import build_pipeline
+from jaxrl_async.config import EvalConfig
 from jaxrl_async.envs import check_env, make_batched
 from jaxrl_async.envs import make as make_env
 from jaxrl_async.evaluate import make_evaluator
@@ -64,8 +65,8 @@ def test_the_pipeline_carries_and_resets_the_memory(lag):
 
 @pytest.mark.parametrize("mode", ["greedy", "sample"])
 def test_evaluation_carries_the_memory_through_each_episode(mode):
-    evaluate = jax.jit(make_evaluator(counting_agent(), ClockEnv(), None, 8, mode,
-                                      max_steps=20))
+    evaluate = jax.jit(make_evaluator(counting_agent(), ClockEnv(), None,
+                                      EvalConfig(episodes=8, mode=mode, max_steps=20)))
     returns, lengths = evaluate(jnp.zeros(()), KEY, 0)
     assert set(np.asarray(lengths).tolist()) <= {3, 4, 5, 6}
     np.testing.assert_array_equal(np.asarray(returns), np.asarray(lengths))
@@ -78,9 +79,9 @@ def test_a_recurrent_run_evaluates_and_its_checkpoint_does_too(tmp_path):
         *GRU, "eval.every=512", "eval.episodes=3", "eval.max_steps=50"])
     result = jaxrl_async.train(config, run_dir=tmp_path / "run")
     assert np.isfinite(result.summary["eval_return_mean"])
-    again = evaluate_run(tmp_path / "run", write=False)
+    again = evaluate_run(tmp_path / "run")
     assert again["return_mean"] == result.summary["eval_return_mean"]
-    sampled = evaluate_run(tmp_path / "run", mode="sample", write=False)
+    sampled = evaluate_run(tmp_path / "run", mode="sample")
     assert 1 <= min(sampled["lengths"]) and max(sampled["lengths"]) <= 50
 
 
