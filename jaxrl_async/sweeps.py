@@ -25,8 +25,9 @@ import itertools
 import json
 import math
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import yaml
@@ -236,9 +237,21 @@ def format_table(rows: list[dict], best: int | None) -> str:
     return "\n".join(lines)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Session:
+    """How this session runs a sweep: where it writes (None: nowhere), on which env, who
+    hears the log records, and whether it continues an earlier session's sweep."""
+
+    sweep_dir: Path | None
+    env: Any = None
+    env_params: Any = None
+    callbacks: Sequence[Callable[[dict], None]] = ()
+    resume: bool = False
+
+
 def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None = None,
-          env=None, env_params=None, callbacks: Sequence[Callable[[dict], None]] = (),
-          resume: bool = False) -> SweepResult:
+          env=None, env_params=None,
+          callbacks: Sequence[Callable[[dict], None]] = ()) -> SweepResult:
     """Train the grid's points x `config.train.num_seeds` seeds; write to `sweep_dir` if
     given. `grid` maps keys to lists of values ({"agent.learning_rate": [1e-4, 3e-4]}).
     `callbacks` get each group's log records (all its runs), as train()'s do.
@@ -246,19 +259,23 @@ def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None
     Every point is checked before anything compiles (a bad value is a ConfigError naming
     its key). Each structural group trains as one program; a Ctrl-C saves the running
     group's checkpoint and raises TrainingInterrupted naming the sweep directory, which
-    `resume=True` (`jaxrl-async resume SWEEP_DIR`) continues bit for bit.
+    `resume_sweep` (`jaxrl-async resume SWEEP_DIR`) continues bit for bit.
     """
-    from jaxrl_async import trainer
-
     groups = plan(config, grid)
     sweep_dir = None if sweep_dir is None else Path(sweep_dir)
-    seeds = config.train.num_seeds
-    if sweep_dir is not None and not resume:
+    if sweep_dir is not None:
         if sweep_dir.exists() and any(sweep_dir.iterdir()):
             raise UserError(f"sweep directory {sweep_dir} exists and is not empty")
         sweep_dir.mkdir(parents=True, exist_ok=True)
         rundir.write_atomic(sweep_dir / "sweep.yaml", yaml.safe_dump(
             {"grid": grid, "config": yaml.safe_load(config.to_yaml())}, sort_keys=False))
+    return _run(groups, config.train.num_seeds,
+                _Session(sweep_dir, env, env_params, tuple(callbacks)))
+
+
+def _run(groups: list[Group], seeds: int, session: _Session) -> SweepResult:
+    """Train (or, finished in an earlier session, read back) each group in turn."""
+    sweep_dir = session.sweep_dir
     rows, records, summaries, states = [], [], [], []
     first = 0
     for group in groups:
@@ -271,15 +288,7 @@ def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None
             point_records = [rundir.read_records(d, upto=math.inf) for d in dirs]
             states.append(None)
         else:
-            resuming = group_dir is not None and resume and _has_checkpoint(group_dir)
-            if group_dir is not None and not resuming:  # no checkpoint: start over
-                for d, point_config in zip([group_dir, *dirs], [None, *group.point_configs]):
-                    shutil.rmtree(d, ignore_errors=True)
-                    if point_config is not None:
-                        d.mkdir(parents=True)
-                        (d / "config.yaml").write_text(point_config.to_yaml())
-            result = _train_group(trainer, group, dirs, group_dir, seeds, env, env_params,
-                                  callbacks, resuming, sweep_dir)
+            result = _train_group(group, dirs, group_dir, seeds, session)
             group_summary, point_records = result.summary, result.point_records
             states.append(result.state)
         for i, (overrides, recs) in enumerate(zip(group.points, point_records)):
@@ -298,8 +307,18 @@ def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None
     return SweepResult(rows, best, records, summaries, sweep_dir, states)
 
 
-def _train_group(trainer, group: Group, dirs, group_dir, seeds: int, env, env_params,
-                 callbacks, resuming: bool, sweep_dir):
+def _train_group(group: Group, dirs, group_dir, seeds: int, session: _Session):
+    """Train one group, its points' runs side by side (resumed from its checkpoint where
+    the session resumes and one was saved; else its directories start over)."""
+    from jaxrl_async import trainer
+
+    resuming = group_dir is not None and session.resume and _has_checkpoint(group_dir)
+    if group_dir is not None and not resuming:  # no checkpoint: start over
+        for d, point_config in zip([group_dir, *dirs], [None, *group.point_configs]):
+            shutil.rmtree(d, ignore_errors=True)
+            if point_config is not None:
+                d.mkdir(parents=True)
+                (d / "config.yaml").write_text(point_config.to_yaml())
     numeric = [k for k in group.points[0] if k not in group.structural]
     runs = len(group.points) * seeds
     run_group = trainer.RunGroup(
@@ -310,10 +329,11 @@ def _train_group(trainer, group: Group, dirs, group_dir, seeds: int, env, env_pa
         points=tuple(trainer.Point(slice(i * seeds, (i + 1) * seeds), d)
                      for i, d in enumerate(dirs)))
     try:
-        return trainer.train(group.config, env=env, env_params=env_params, run_dir=group_dir,
-                             callbacks=callbacks, resume=resuming, group=run_group)
+        return trainer.train(group.config, env=session.env, env_params=session.env_params,
+                             run_dir=group_dir, callbacks=session.callbacks, resume=resuming,
+                             group=run_group)
     except TrainingInterrupted as e:
-        raise TrainingInterrupted(e.env_steps, sweep_dir if e.run_dir is not None
+        raise TrainingInterrupted(e.env_steps, session.sweep_dir if e.run_dir is not None
                                   else None) from None
 
 
@@ -356,5 +376,5 @@ def resume_sweep(sweep_dir: str | Path, *, env=None, env_params=None,
     config_path.parent.mkdir(exist_ok=True)
     rundir.write_atomic(config_path, yaml.safe_dump(tree, sort_keys=False))
     config = dataclasses.replace(load_config(config_path), name=tree.get("name", "custom"))
-    return sweep(config, grid, sweep_dir=sweep_dir, env=env, env_params=env_params,
-                 callbacks=callbacks, resume=True)
+    return _run(plan(config, grid), config.train.num_seeds,
+                _Session(sweep_dir, env, env_params, tuple(callbacks), resume=True))
