@@ -161,7 +161,8 @@ def test_episode_statistics_vmapped_equals_looped():
 # Auto-reset and truncation bootstrapping in PPO
 
 
-from jaxrl_async.agents.ppo import advantages_with_truncation as ppo_style_advantages  # noqa: E402
+from jaxrl_async.agents.common import fold_truncation  # noqa: E402
+from jaxrl_async.returns import gae  # noqa: E402
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -182,8 +183,10 @@ def test_ppo_style_gae_matches_truncation_aware_reference(seed):
     expected = advantages_reference(values.tolist(), next_values.tolist(), rewards.tolist(),
                                     terminated.astype(int).tolist(),
                                     truncated.astype(int).tolist(), gamma, lambda_)
-    got = ppo_style_advantages(*map(jnp.asarray, (values, next_values, rewards, terminated,
-                                                   truncated)), gamma, lambda_)
+    # as PPO's targets: the truncation folded into the rewards, then GAE
+    rewards_, discounts = fold_truncation(*map(jnp.asarray, (rewards, next_values, terminated,
+                                                             truncated)), gamma)
+    got = gae(jnp.asarray(values), jnp.asarray(next_values)[-1], rewards_, discounts, lambda_)
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-5, atol=1e-5)
 
 

@@ -7,7 +7,7 @@ copied between agent files.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -155,41 +155,48 @@ def standardize_minibatches(x, axis_name: str | None):
     return (x - mean) / (std + 1e-8)
 
 
-def sgd(loss_fn, optimizer, params, opt_state, key, num_epochs: int, minibatches, hp,
-        axis_name: str | None = None):
-    """num_epochs passes over `minibatches(epoch_key)` (a pytree stacked [M, ...]).
+class StepRule(NamedTuple):
+    """How a gradient step moves the parameters: the optimizer, the config bound to the
+    run's hyperparameters that it reads (`Optimizer.update`), and the device axis the
+    gradients and metrics are averaged over (None: one device)."""
 
-    loss_fn(params, minibatch) -> (loss, metrics); `hp` the config bound to the run's
-    hyperparameters (`Optimizer.update`). Returns (params, opt_state, metrics
+    optimizer: Optimizer
+    hp: Any
+    axis_name: str | None = None
+
+
+def sgd(loss_fn, rule: StepRule, params, opt_state, epoch_keys, minibatches):
+    """One pass over `minibatches(key)` (a pytree stacked [M, ...]) per key of
+    `epoch_keys` [E], each minibatch one step of `rule`.
+
+    loss_fn(params, minibatch) -> (loss, metrics). Returns (params, opt_state, metrics
     averaged over all steps, with "grad_norm" added). The parameters travel through
     the loop as one flat vector: the optimizer then runs as a handful of fused ops
     instead of several per parameter leaf, which is faster on CPU.
 
-    With `axis_name`, each device holds an equal slice of every minibatch; gradients and
-    metrics are averaged over devices (`flat_grad_step`).
+    With `rule.axis_name`, each device holds an equal slice of every minibatch;
+    gradients and metrics are averaged over devices (`flat_grad_step`).
     """
     flat, unravel = ravel_pytree(params)
 
     def sgd_step(carry, mb):
         flat, opt_state, metrics, _ = flat_grad_step(
-            lambda p, b: loss_fn(unravel(p), b), optimizer, *carry, mb, hp, axis_name)
+            lambda p, b: loss_fn(unravel(p), b), rule, *carry, mb)
         return (flat, opt_state), metrics
 
     def epoch(carry, epoch_key):
         return jax.lax.scan(sgd_step, carry, minibatches(epoch_key))
 
-    (flat, opt_state), metrics = jax.lax.scan(
-        epoch, (flat, opt_state), jax.random.split(key, num_epochs))
+    (flat, opt_state), metrics = jax.lax.scan(epoch, (flat, opt_state), epoch_keys)
     return unravel(flat), opt_state, jax.tree.map(jnp.mean, metrics)
 
 
-def flat_grad_step(loss_fn, optimizer: Optimizer, flat, opt_state, batch, hp,
-                   axis_name: str | None = None):
-    """One optimizer step on a flat parameter vector: (flat, opt_state, metrics, aux).
+def flat_grad_step(loss_fn, rule: StepRule, flat, opt_state, batch=None):
+    """One step of `rule` on a flat parameter vector: (flat, opt_state, metrics, aux).
 
     loss_fn(flat, batch) -> (loss, metrics) or (loss, (metrics, aux)), a mean over this
     device's share of the batch; aux is returned as this device computed it (per-sample
-    values such as TD errors). With `axis_name`, the gradient and the metrics are
+    values such as TD errors). With `rule.axis_name`, the gradient and the metrics are
     averaged over devices (every device holds an equal share, so that is the gradient of
     the whole batch's loss), as one vector: one all-reduce, not one per parameter leaf
     (between processes each all-reduce is a network round trip). A "grad_norm" metric
@@ -202,9 +209,9 @@ def flat_grad_step(loss_fn, optimizer: Optimizer, flat, opt_state, batch, hp,
         return loss, (metrics, aux)
 
     grads, (metrics, aux) = jax.grad(loss_and_aux, has_aux=True)(flat)
-    if axis_name is not None:
+    if rule.axis_name is not None:
         packed, unpack = ravel_pytree((grads, metrics))
-        grads, metrics = unpack(jax.lax.pmean(packed, axis_name))
-    updates, opt_state = optimizer.update(grads, opt_state, flat, hp)
+        grads, metrics = unpack(jax.lax.pmean(packed, rule.axis_name))
+    updates, opt_state = rule.optimizer.update(grads, opt_state, flat, rule.hp)
     metrics["grad_norm"] = jnp.sqrt(jnp.sum(jnp.square(grads)))
     return flat + updates, opt_state, metrics, aux

@@ -21,7 +21,7 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async.agents.common import flat_grad_step, initial_hparams, make_optimizer
+from jaxrl_async.agents.common import StepRule, flat_grad_step, initial_hparams, make_optimizer
 from jaxrl_async.agents.configs import DQNConfig, bind
 from jaxrl_async.agents.exploration import epsilon_greedy_actor
 from jaxrl_async.envs.spec import obs_zeros
@@ -101,7 +101,7 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
             return loss, (metrics, jnp.abs(td))
 
         flat, opt_state, metrics, td_abs = flat_grad_step(
-            loss_fn, optimizer, flat, state.opt_state, None, hp, ctx.axis_name)
+            loss_fn, StepRule(optimizer, hp, ctx.axis_name), flat, state.opt_state)
         params, steps = unravel(flat), state.steps + 1
         target_params = move_target(hp, params, state.target_params, steps)
         return (DQNState(params, target_params, opt_state, steps, state.hparams), metrics,

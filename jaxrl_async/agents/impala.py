@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jaxrl_async.agents.actor_critic import make_actor_critic
 from jaxrl_async.agents.common import (
     ActorCriticState,
+    StepRule,
     env_group_minibatches,
     fold_truncation,
     init_opt_state,
@@ -81,10 +82,9 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
                 "terminated": traj.terminated, "truncated": traj.truncated,
                 **net.sequence_inputs(traj)}
         params, opt_state, metrics = sgd(
-            lambda p, mb: loss_fn(p, mb, hp), optimizer, state.params, state.opt_state, key,
-            config.num_epochs,
-            lambda epoch_key: env_group_minibatches(epoch_key, data, config.num_minibatches),
-            hp, ctx.axis_name)
+            lambda p, mb: loss_fn(p, mb, hp), StepRule(optimizer, hp, ctx.axis_name),
+            state.params, state.opt_state, jax.random.split(key, config.num_epochs),
+            lambda epoch_key: env_group_minibatches(epoch_key, data, config.num_minibatches))
         return ActorCriticState(params, opt_state, state.hparams), metrics
 
     return Agent(init=init, act=net.act, learn=learn, data="trajectory",

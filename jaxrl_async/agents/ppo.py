@@ -12,11 +12,13 @@ cell over each env's rollout from the carry the actor stored for its first step.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from jaxrl_async.agents.actor_critic import make_actor_critic
 from jaxrl_async.agents.common import (
     ActorCriticState,
+    StepRule,
     env_group_minibatches,
     env_minibatches,
     fold_truncation,
@@ -40,30 +42,6 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         params = net.init(key)
         return ActorCriticState(params, init_opt_state(optimizer, params), initial_hparams(config))
 
-    def loss_fn(params, mb, hp):
-        """`hp`: the config bound to the run's hyperparameters (`configs.bind`)."""
-        scored = net.evaluate(params, mb)
-        log_ratio = scored.log_prob - mb["log_prob"]
-        ratio = jnp.exp(log_ratio)
-        adv = mb["advantage"]  # standardised per minibatch already (`minibatches`)
-        clipped = jnp.clip(ratio, 1 - hp.clip_eps, 1 + hp.clip_eps)
-        pg_loss = -jnp.mean(jnp.minimum(ratio * adv, clipped * adv))
-        value = scored.value
-        value_err = jnp.square(value - mb["target"])
-        if hp.clip_value:
-            value_clipped = mb["value"] + jnp.clip(value - mb["value"],
-                                                   -hp.clip_eps, hp.clip_eps)
-            value_err = jnp.maximum(value_err, jnp.square(value_clipped - mb["target"]))
-        value_loss = 0.5 * jnp.mean(value_err)
-        entropy = jnp.mean(scored.entropy)
-        total = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
-        metrics = {
-            "loss": total, "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
-            "approx_kl": jnp.mean((ratio - 1) - log_ratio),
-            "clip_frac": jnp.mean((jnp.abs(ratio - 1) > hp.clip_eps).astype(jnp.float32)),
-        }
-        return total, metrics
-
     def minibatches(data):
         def split(key):
             if net.recurrent:  # whole sequences: the cell runs through each env's rollout
@@ -81,9 +59,12 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         advantages and value targets, all before the first gradient step."""
         hp = bind(config, state.hparams)
         values, next_values = net.values(state.params, traj)
-        advantages = advantages_with_truncation(
-            values, next_values, hp.reward_scale * traj.reward.astype(jnp.float32),
-            traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
+        # A truncating step bootstraps from V(final observation): folded into its reward,
+        # with the trace cut there, so that `gae` sees only terminations.
+        rewards, discounts = fold_truncation(
+            hp.reward_scale * traj.reward.astype(jnp.float32), next_values, traj.terminated,
+            traj.truncated, hp.gamma)
+        advantages = gae(values, next_values[-1], rewards, discounts, hp.gae_lambda)
         return {"obs": traj.obs, "action": net.scored_action(traj),
                 "log_prob": traj.extras["log_prob"], "advantage": advantages,
                 "target": advantages + values, "value": values, **net.sequence_inputs(traj)}
@@ -92,24 +73,37 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         """traj: Transition pytree, time-major [T, B, ...]."""
         data = targets(state, traj)
         hp = bind(config, state.hparams)
-        params, opt_state, metrics = sgd(lambda p, mb: loss_fn(p, mb, hp), optimizer,
-                                         state.params, state.opt_state, key,
-                                         config.num_epochs, minibatches(data), hp,
-                                         ctx.axis_name)
+        params, opt_state, metrics = sgd(
+            lambda p, mb: ppo_loss(net, p, mb, hp), StepRule(optimizer, hp, ctx.axis_name),
+            state.params, state.opt_state, jax.random.split(key, config.num_epochs),
+            minibatches(data))
         return ActorCriticState(params, opt_state, state.hparams), metrics
 
     return Agent(init=init, act=net.act, learn=learn, data="trajectory",
                  greedy=net.greedy, init_carry=net.init_carry, targets=targets)
 
 
-def advantages_with_truncation(values, next_values, rewards, terminated, truncated, gamma,
-                               lambda_):
-    """GAE where truncated episodes bootstrap from V(final observation). All [T, B].
-
-    values = V(x_t); next_values = V(x'_t), the observation after step t before any
-    auto-reset. δ_t = r_t + γ(1 − terminated_t)·V(x'_t) − V(x_t) and the trace is cut
-    wherever an episode ended. Folding γ·V(x'_t) into the reward of a truncating step
-    lets `gae` (which reads V(x_{t+1}) from `values`) see only terminations.
-    """
-    rewards, discounts = fold_truncation(rewards, next_values, terminated, truncated, gamma)
-    return gae(values, next_values[-1], rewards, discounts, lambda_)
+def ppo_loss(net, params, mb, hp):
+    """The clipped surrogate, value and entropy losses of a minibatch; `hp` the config
+    bound to the run's hyperparameters (`configs.bind`). Returns (loss, metrics)."""
+    scored = net.evaluate(params, mb)
+    log_ratio = scored.log_prob - mb["log_prob"]
+    ratio = jnp.exp(log_ratio)
+    adv = mb["advantage"]  # standardised per minibatch already (`minibatches`)
+    clipped = jnp.clip(ratio, 1 - hp.clip_eps, 1 + hp.clip_eps)
+    pg_loss = -jnp.mean(jnp.minimum(ratio * adv, clipped * adv))
+    value = scored.value
+    value_err = jnp.square(value - mb["target"])
+    if hp.clip_value:
+        value_clipped = mb["value"] + jnp.clip(value - mb["value"],
+                                               -hp.clip_eps, hp.clip_eps)
+        value_err = jnp.maximum(value_err, jnp.square(value_clipped - mb["target"]))
+    value_loss = 0.5 * jnp.mean(value_err)
+    entropy = jnp.mean(scored.entropy)
+    total = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
+    metrics = {
+        "loss": total, "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
+        "approx_kl": jnp.mean((ratio - 1) - log_ratio),
+        "clip_frac": jnp.mean((jnp.abs(ratio - 1) > hp.clip_eps).astype(jnp.float32)),
+    }
+    return total, metrics

@@ -48,6 +48,7 @@ import optax
 from flax import struct
 
 from jaxrl_async.agents.common import (
+    StepRule,
     env_minibatches,
     fold_truncation,
     init_opt_state,
@@ -120,10 +121,10 @@ def make_pqn(config: PQNConfig, ctx: BuildContext) -> Agent:
         data = targets(state, traj)
         hp = bind(config, state.hparams)
         params, opt_state, metrics = sgd(
-            loss_fn, optimizer, state.params, state.opt_state, key, config.num_epochs,
+            loss_fn, StepRule(optimizer, hp, ctx.axis_name), state.params, state.opt_state,
+            jax.random.split(key, config.num_epochs),
             lambda epoch_key: env_minibatches(epoch_key, data, config.num_minibatches,
-                                              ctx.axis_name),
-            hp, ctx.axis_name)
+                                              ctx.axis_name))
         epsilon = jnp.mean(traj.extras["epsilon"])  # the actor's, over its envs
         if ctx.axis_name is not None:
             epsilon = jax.lax.pmean(epsilon, ctx.axis_name)

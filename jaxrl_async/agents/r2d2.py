@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async.agents.common import flat_grad_step, initial_hparams, make_optimizer
+from jaxrl_async.agents.common import StepRule, flat_grad_step, initial_hparams, make_optimizer
 from jaxrl_async.agents.configs import R2D2Config, bind
 from jaxrl_async.agents.dqn import DQNState, move_target, td_targets
 from jaxrl_async.agents.exploration import epsilon_greedy, epsilons, legal_actions
@@ -229,7 +229,7 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
                                  sample.weights)
 
         flat, opt_state, metrics, priorities = flat_grad_step(
-            loss_fn, optimizer, flat, state.opt_state, None, hp, ctx.axis_name)
+            loss_fn, StepRule(optimizer, hp, ctx.axis_name), flat, state.opt_state)
         params, steps = unravel(flat), state.steps + 1
         target_params = move_target(hp, params, state.target_params, steps)
         return (DQNState(params, target_params, opt_state, steps, state.hparams), metrics,

@@ -36,11 +36,18 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_async import distributions as D
-from jaxrl_async.agents.common import flat_grad_step, initial_hparams, make_optimizer
+from jaxrl_async.agents.common import StepRule, flat_grad_step, initial_hparams, make_optimizer
 from jaxrl_async.agents.configs import SACConfig, bind
-from jaxrl_async.agents.continuous import (action_box, critic_td_loss, make_critics,
-                                           replay_batch, sample_keys, td_priorities,
-                                           standard_normal_rows, twin_min_target)
+from jaxrl_async.agents.continuous import (
+    action_box,
+    critic_td_loss,
+    make_critics,
+    replay_batch,
+    sample_keys,
+    standard_normal_rows,
+    td_priorities,
+    twin_min_target,
+)
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.networks import SquashedGaussianPolicy
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
@@ -102,9 +109,8 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
                              sample_keys(next_key, b, ctx.axis_name)]), action_dim)}
         flat, unravel = ravel_pytree(trainable(state))
         flat, opt_state, metrics, priorities = flat_grad_step(
-            lambda f, mb: sac_loss(unravel(f), state.target_critic, mb, actor, critic,
-                                   hp.reward_scale, hp.target_entropy), optimizer, flat,
-            state.opt_state, batch, hp, ctx.axis_name)
+            lambda f, mb: sac_loss(unravel(f), state.target_critic, mb, actor, critic, hp),
+            StepRule(optimizer, hp, ctx.axis_name), flat, state.opt_state, batch)
         p = unravel(flat)
         target_critic = optax.incremental_update(p["critic"], state.target_critic, hp.tau)
         state = SACState(params=p["actor"], critic=p["critic"], target_critic=target_critic,
@@ -122,10 +128,11 @@ def squashed_sample(noise, mean, log_std):
     return jnp.tanh(pre_tanh), D.squashed_gaussian_log_prob(mean, log_std, pre_tanh)
 
 
-def sac_loss(p, target_critic, batch, actor, critic, reward_scale: float,
-             target_entropy: float):
+def sac_loss(p, target_critic, batch, actor, critic, hp):
     """The summed critic, actor and temperature losses at parameters `p` (see the module
-    docstring); returns (loss, (metrics, |TD| per sample averaged over the critics))."""
+    docstring), with `hp`'s reward_scale and target_entropy (the config bound to the
+    run's hyperparameters); returns (loss, (metrics, |TD| per sample averaged over the
+    critics))."""
     obs, next_obs = batch["obs"], batch["next_obs"]
     b = batch["reward"].shape[0]
     alpha = jnp.exp(jax.lax.stop_gradient(p["log_alpha"]))
@@ -140,14 +147,14 @@ def sac_loss(p, target_critic, batch, actor, critic, reward_scale: float,
     mean, log_std = actor.apply(p["actor"], obs)
     action, log_pi = squashed_sample(noise[:b], mean, log_std)
 
-    target = twin_min_target(critic, target_critic, batch, next_action, reward_scale,
+    target = twin_min_target(critic, target_critic, batch, next_action, hp.reward_scale,
                              bonus=alpha * next_log_pi)
     critic_loss, td, q = critic_td_loss(critic, p["critic"], batch, target)
 
     q_pi = critic.apply(jax.lax.stop_gradient(p["critic"]), obs, action)
     actor_loss = jnp.mean(alpha * log_pi - jnp.min(q_pi, axis=0))
     alpha_loss = -p["log_alpha"] * jax.lax.stop_gradient(
-        jnp.mean(log_pi) + target_entropy)
+        jnp.mean(log_pi) + hp.target_entropy)
 
     loss = critic_loss + actor_loss + alpha_loss
     metrics = {"loss": loss, "critic_loss": critic_loss, "actor_loss": actor_loss,

@@ -33,19 +33,29 @@ selects, with the same result.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async.agents.common import flat_grad_step, initial_hparams, make_optimizer
+from jaxrl_async.agents.common import StepRule, flat_grad_step, initial_hparams, make_optimizer
 from jaxrl_async.agents.configs import TD3Config, bind
-from jaxrl_async.agents.continuous import (action_box, critic_td_loss, make_critics,
-                                           replay_batch, sample_keys, standard_normal_rows,
-                                           td_priorities, twin_min_target)
+from jaxrl_async.agents.continuous import (
+    ActionBox,
+    action_box,
+    critic_td_loss,
+    make_critics,
+    replay_batch,
+    sample_keys,
+    standard_normal_rows,
+    td_priorities,
+    twin_min_target,
+)
 from jaxrl_async.envs.spec import obs_zeros
-from jaxrl_async.networks import DeterministicPolicy, QValue, ensemble_member
+from jaxrl_async.networks import DeterministicPolicy, QEnsemble, QValue, ensemble_member
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 
@@ -72,19 +82,71 @@ def smoothed_target_action(target_action, noise, policy_noise, noise_clip):
     return jnp.clip(target_action + smoothing, -1.0, 1.0)
 
 
+class TD3Nets(NamedTuple):
+    """TD3's networks and the env's action box."""
+
+    actor: DeterministicPolicy
+    critic: QEnsemble
+    first_critic: QValue  # member 0 of `critic`, for the actor loss
+    box: ActionBox
+
+
+def critic_update(nets: TD3Nets, rule: StepRule, state: TD3State, batch: dict, noise):
+    """The twin critics' Adam step on the clipped double-Q target, the target action
+    smoothed with `noise` [b, A] standard normal: (state, metrics, priorities [b])."""
+    hp = rule.hp
+    next_action = smoothed_target_action(nets.actor.apply(state.target_params,
+                                                          batch["next_obs"]),
+                                         noise, hp.policy_noise, hp.noise_clip)
+    target = twin_min_target(nets.critic, state.target_critic, batch, next_action,
+                             hp.reward_scale)
+    flat, unravel = ravel_pytree(state.critic)
+
+    def critic_loss(flat, batch):
+        loss, td, q = critic_td_loss(nets.critic, unravel(flat), batch, target)
+        metrics = {"critic_loss": loss, "q": jnp.mean(q), "target": jnp.mean(target),
+                   "td_abs": jnp.mean(jnp.abs(td))}
+        return loss, (metrics, td_priorities(td))
+
+    flat, opt_state, metrics, priorities = flat_grad_step(critic_loss, rule, flat,
+                                                          state.critic_opt_state, batch)
+    state = state.replace(critic=unravel(flat), critic_opt_state=opt_state,
+                          steps=state.steps + 1)
+    return state, metrics, priorities
+
+
+def delayed_update(nets: TD3Nets, rule: StepRule, state: TD3State, obs) -> TD3State:
+    """The actor's Adam step on -mean Q_1(x, μ(x)), then both targets' Polyak step."""
+    q1 = ensemble_member(state.critic, 0)
+    flat, unravel = ravel_pytree(state.params)
+
+    def actor_loss(flat, obs):
+        loss = -jnp.mean(nets.first_critic.apply(q1, obs, nets.actor.apply(unravel(flat), obs)))
+        return loss, {"actor_loss": loss}
+
+    flat, opt_state, metrics, _ = flat_grad_step(actor_loss, rule, flat, state.actor_opt_state,
+                                                 obs)
+    params, tau = unravel(flat), rule.hp.tau
+    return state.replace(
+        params=params, actor_opt_state=opt_state,
+        target_params=optax.incremental_update(params, state.target_params, tau),
+        target_critic=optax.incremental_update(state.critic, state.target_critic, tau),
+        actor_metrics={"actor_loss": metrics["actor_loss"],
+                       "actor_grad_norm": metrics["grad_norm"]})
+
+
 def make_td3(config: TD3Config, ctx: BuildContext) -> Agent:
     box = action_box(ctx.spec, "td3")
-    actor = DeterministicPolicy(box.dim, config.torso_spec())
-    critic = make_critics(config)
-    first_critic = QValue(config.torso_spec())  # member 0 of `critic`, for the actor loss
+    nets = TD3Nets(DeterministicPolicy(box.dim, config.torso_spec()), make_critics(config),
+                   QValue(config.torso_spec()), box)
     optimizer = make_optimizer("adam", False, 1, config.adam_eps,
                                clip=config.max_grad_norm > 0)
 
     def init(key):
         actor_key, critic_key = jax.random.split(key)
         obs = obs_zeros(ctx.spec)
-        params = actor.init(actor_key, obs)
-        critic_params = critic.init(critic_key, obs, jnp.zeros((1, box.dim), jnp.float32))
+        params = nets.actor.init(actor_key, obs)
+        critic_params = nets.critic.init(critic_key, obs, jnp.zeros((1, box.dim), jnp.float32))
         return TD3State(params=params, target_params=params, critic=critic_params,
                         target_critic=critic_params,
                         actor_opt_state=optimizer.init(ravel_pytree(params)[0]),
@@ -96,59 +158,24 @@ def make_td3(config: TD3Config, ctx: BuildContext) -> Agent:
 
     def act(params, obs, keys, clock=None):
         noise = jax.vmap(lambda k: jax.random.normal(k, (box.dim,), jnp.float32))(keys)
-        action = actor.apply(params, obs) + config.exploration_noise * noise
+        action = nets.actor.apply(params, obs) + config.exploration_noise * noise
         return box.to_env(jnp.clip(action, -1.0, 1.0)), {}
 
     def greedy(params, obs):
         """The noiseless action μ(x)."""
-        return box.to_env(actor.apply(params, obs))
-
-    def delayed_update(state: TD3State, obs, hp):
-        """The actor's Adam step on -mean Q_1(x, μ(x)), then both targets' Polyak step."""
-        q1 = ensemble_member(state.critic, 0)
-        flat, unravel = ravel_pytree(state.params)
-
-        def actor_loss(flat, obs):
-            loss = -jnp.mean(first_critic.apply(q1, obs, actor.apply(unravel(flat), obs)))
-            return loss, {"actor_loss": loss}
-
-        flat, opt_state, metrics, _ = flat_grad_step(actor_loss, optimizer, flat,
-                                                     state.actor_opt_state, obs, hp,
-                                                     ctx.axis_name)
-        params = unravel(flat)
-        return state.replace(
-            params=params, actor_opt_state=opt_state,
-            target_params=optax.incremental_update(params, state.target_params, hp.tau),
-            target_critic=optax.incremental_update(state.critic, state.target_critic, hp.tau),
-            actor_metrics={"actor_loss": metrics["actor_loss"],
-                           "actor_grad_norm": metrics["grad_norm"]})
+        return box.to_env(nets.actor.apply(params, obs))
 
     def learn(state: TD3State, sample, key):
         """sample: replay Sample of [b] NStepTransition items (this device's slice); `key`
         draws the target smoothing noise, per sample from its global position."""
-        hp = bind(config, state.hparams)
+        rule = StepRule(optimizer, bind(config, state.hparams), ctx.axis_name)
         batch = replay_batch(sample, box)
         noise = standard_normal_rows(
             sample_keys(key, sample.weights.shape[0], ctx.axis_name), box.dim)
-        next_action = smoothed_target_action(actor.apply(state.target_params,
-                                                         batch["next_obs"]),
-                                             noise, hp.policy_noise, hp.noise_clip)
-        target = twin_min_target(critic, state.target_critic, batch, next_action,
-                                 hp.reward_scale)
-        flat, unravel = ravel_pytree(state.critic)
-
-        def critic_loss(flat, batch):
-            loss, td, q = critic_td_loss(critic, unravel(flat), batch, target)
-            metrics = {"critic_loss": loss, "q": jnp.mean(q), "target": jnp.mean(target),
-                       "td_abs": jnp.mean(jnp.abs(td))}
-            return loss, (metrics, td_priorities(td))
-
-        flat, opt_state, metrics, priorities = flat_grad_step(
-            critic_loss, optimizer, flat, state.critic_opt_state, batch, hp, ctx.axis_name)
-        steps = state.steps + 1
-        state = state.replace(critic=unravel(flat), critic_opt_state=opt_state, steps=steps)
-        state = jax.lax.cond(steps % config.policy_delay == 0,
-                             lambda s: delayed_update(s, batch["obs"], hp), lambda s: s, state)
+        state, metrics, priorities = critic_update(nets, rule, state, batch, noise)
+        state = jax.lax.cond(state.steps % config.policy_delay == 0,
+                             lambda s: delayed_update(nets, rule, s, batch["obs"]),
+                             lambda s: s, state)
         metrics["critic_grad_norm"] = metrics.pop("grad_norm")
         return state, {**metrics, **state.actor_metrics}, priorities
 
