@@ -33,14 +33,7 @@ def test_the_env_passes_check_env_and_its_id_is_listed(suite, module, env_id, kw
     assert env_id in suites.adapter(suite).ids()
 
 
-# xminigrid's reset leaves a weakly typed int32 leaf that its step does not (the Craftax
-# adapter casts such leaves; the xminigrid adapter does not yet).
-SAME_TYPES = [pytest.param(*p.values, id=p.id, marks=pytest.mark.xfail(
-    strict=True, reason="the xminigrid adapter's reset state has a weakly typed leaf"))
-    if p.id == "xminigrid" else p for p in SUITES]
-
-
-@pytest.mark.parametrize("suite, module, env_id, kwargs", SAME_TYPES)
+@pytest.mark.parametrize("suite, module, env_id, kwargs", SUITES)
 def test_reset_and_step_states_have_the_same_types(suite, module, env_id, kwargs):
     pytest.importorskip(module)
     env, params = suites.make(f"{suite}:{env_id}", **kwargs)

@@ -27,6 +27,15 @@ from jax.custom_batching import custom_vmap
 CHUNK = 1 / 16
 
 
+def strong_types(tree):
+    """`tree` with every weakly typed leaf made strong (PRNG keys left alone). A suite whose
+    reset leaves a weakly typed leaf that its step makes strong would change its state's
+    types from step to step, and a jitted step would compile twice."""
+    return jax.tree.map(
+        lambda x: x if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+        else jnp.asarray(x, x.dtype), tree)
+
+
 def reset_where(reset, done, key, state, *args, fraction: float = CHUNK):
     """`reset(key, *args)` where `done`, else `state` (same structure), for one env.
 

@@ -17,7 +17,7 @@ from craftax.craftax_env import make_craftax_env_from_name
 from flax import struct
 from gymnax.environments import spaces
 
-from jaxrl_async.envs.suites.autoreset import reset_where
+from jaxrl_async.envs.suites.autoreset import reset_where, strong_types
 from jaxrl_async.errors import first_line
 from jaxrl_async.errors import ConfigError, UserError
 
@@ -57,7 +57,7 @@ class CraftaxEnv:
         # Craftax's world generator leaves a weakly typed leaf or two (player_direction)
         # that a step makes strong; a state keeps its types from step to step (else a
         # jitted step compiles twice).
-        return obs, jax.tree.map(_strong, state)
+        return obs, strong_types(state)
 
     def step(self, key, state, action, params=None):
         params = self.default_params if params is None else params
@@ -74,10 +74,6 @@ class CraftaxEnv:
         info = {**info, "final_observation": obs}
         return (next_obs, next_state, jnp.asarray(reward, jnp.float32), terminated, truncated,
                 info)
-
-
-def _strong(x):
-    return x if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else jnp.asarray(x, x.dtype)
 
 
 def ids() -> list[str]:

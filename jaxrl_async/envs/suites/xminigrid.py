@@ -22,7 +22,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async.envs.suites.autoreset import reset_where
+from jaxrl_async.envs.suites.autoreset import reset_where, strong_types
 from jaxrl_async.envs.suites import check_resets
 from jaxrl_async.errors import ConfigError, UserError, building_env, first_line
 
@@ -116,11 +116,12 @@ class XMiniGridEnv:
 
     def reset(self, key, params=None):
         params = self.default_params if params is None else params
-        timestep = self._env.reset(params, key)
+        timestep = self._restart(key, params)
         return timestep.observation, timestep
 
     def _restart(self, key, params):
-        return self._env.reset(params, key)
+        # xminigrid's reset leaves a weakly typed leaf that its step makes strong.
+        return strong_types(self._env.reset(params, key))
 
     def step(self, key, state, action, params=None):
         params = self.default_params if params is None else params
