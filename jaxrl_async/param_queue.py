@@ -29,6 +29,9 @@ def queue_oldest(queue: ParamQueue):
     return jax.tree.map(lambda q: q[0], queue.params), queue.versions[0]
 
 
+def _shift(q, new):
+    return jnp.concatenate([q[1:], new[None]])
+
+
 def queue_push(queue: ParamQueue, params, version) -> ParamQueue:
-    shift = lambda q, new: jnp.concatenate([q[1:], new[None]])
-    return ParamQueue(jax.tree.map(shift, queue.params, params), shift(queue.versions, version))
+    return ParamQueue(jax.tree.map(_shift, queue.params, params), _shift(queue.versions, version))
