@@ -338,7 +338,7 @@ def _train_group(group: Group, dirs, group_dir, seeds: int, session: _Session):
 
 
 def default_sweep_dir(config: Config, root: str | Path = "runs") -> Path:
-    from jaxrl_async.trainer import default_run_dir
+    from jaxrl_async.runplan import default_run_dir
 
     return default_run_dir(dataclasses.replace(config, name=f"{config.name}-sweep"), root)
 

@@ -39,6 +39,7 @@ from jaxrl_async.build import build_pipeline
 from jaxrl_async.config import Config
 from jaxrl_async.offpolicy import make_replay_stage
 from jaxrl_async.sharding import AXIS
+from jaxrl_async.ticks import ReplayInputs, actor_state
 from jaxrl_async.compile_cache import configure_compile_cache
 
 PHASES = ("rollout", "returns", "update", "rest")
@@ -121,16 +122,14 @@ def _tick_phase(pipeline, state):
 def _act_phase(pipeline, state):
     """The actor's half, its trajectory and statistics carried (as the tick uses them)."""
     version = jnp.int32(int(state.updates))
-    args = (state.learner.params, version, state.env_state, state.obs, state.memory,
-            state.key, state.env_steps)
+    args = (state.learner.params, version, actor_state(state))
     acted = _zeros_like(jax.eval_shape(pipeline.act, *args))
     acted = _copy(acted._replace(env_state=state.env_state, obs=state.obs, memory=state.memory,
                                  key=state.key, env_steps=state.env_steps))
 
     def act(c):
         params, version, a = c
-        return params, version, pipeline.act(params, version, a.env_state, a.obs, a.memory,
-                                             a.key, a.env_steps)
+        return params, version, pipeline.act(params, version, actor_state(a))
 
     return act, (_copy(state.learner.params), version, acted)
 
@@ -178,13 +177,13 @@ def _replay_learner_phases(config, pipeline, agent, state, key) -> dict:
     version = int(state.updates)
     metrics = _zeros_like(jax.eval_shape(
         pipeline.learn_step, state.learner, state.updates, state.replay, state.window,
-        env_steps, version, obs_stats, key)[3])
+        ReplayInputs(env_steps, version, obs_stats, key))[3])
 
     def learn(c):
         learner, updates, replay, window, key, _ = c
         key, step_key = jax.random.split(key)
         learner, updates, replay, metrics = pipeline.learn_step(
-            learner, updates, replay, window, env_steps, version, obs_stats, step_key)
+            learner, updates, replay, window, ReplayInputs(env_steps, version, obs_stats, step_key))
         return learner, updates, replay, window, key, metrics
 
     stage = make_replay_stage(agent.replay, config.replay, 1, config.train.total_steps)
