@@ -11,10 +11,15 @@ apply_default_xla_flags()
 from jaxrl_async.config import Config, load_config  # noqa: E402
 from jaxrl_async.errors import ConfigError, EnvSpecError, TrainingInterrupted  # noqa: E402
 
-_LAZY = {"train": "jaxrl_async.trainer", "resume": "jaxrl_async.trainer",
-         "TrainResult": "jaxrl_async.trainer", "make": "jaxrl_async.envs",
-         "sweep": "jaxrl_async.sweeps", "resume_sweep": "jaxrl_async.sweeps",
-         "choose_layout": "jaxrl_async.layout"}
+_LAZY = {
+    "train": "jaxrl_async.trainer",
+    "resume": "jaxrl_async.trainer",
+    "TrainResult": "jaxrl_async.trainer",
+    "make": "jaxrl_async.envs",
+    "sweep": "jaxrl_async.sweeps",
+    "resume_sweep": "jaxrl_async.sweeps",
+    "choose_layout": "jaxrl_async.layout",
+}
 
 
 def __getattr__(name: str):

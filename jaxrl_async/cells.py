@@ -11,7 +11,8 @@ flax's GRUCell, whose equations these are (docs/performance.md has the cell's co
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -29,11 +30,12 @@ class MemorySpec(NamedTuple):
 
 def _blockwise_orthogonal(blocks: int):
     """An orthogonal [H, H] initializer per gate of a fused [H, blocks·H] kernel."""
+
     def init(key, shape, dtype=jnp.float32):
         keys = jax.random.split(key, blocks)
         square = (shape[0], shape[0])
-        return jnp.concatenate([orthogonal()(k, square, dtype) for k in keys],
-                               axis=-1)
+        return jnp.concatenate([orthogonal()(k, square, dtype) for k in keys], axis=-1)
+
     return init
 
 
@@ -45,8 +47,7 @@ class GRU(nn.Module):
 
     def setup(self):
         self.inputs = nn.Dense(3 * self.size)  # lecun-normal, zero bias: r, z, n
-        self.hidden = nn.Dense(3 * self.size, use_bias=False,
-                               kernel_init=_blockwise_orthogonal(3))
+        self.hidden = nn.Dense(3 * self.size, use_bias=False, kernel_init=_blockwise_orthogonal(3))
         self.hidden_bias = self.param("hidden_bias", nn.initializers.zeros, (self.size,))
 
     def project(self, x):
@@ -73,8 +74,7 @@ class LSTM(nn.Module):
 
     def setup(self):
         self.inputs = nn.Dense(4 * self.size)  # i, f, g, o
-        self.hidden = nn.Dense(4 * self.size, use_bias=False,
-                               kernel_init=_blockwise_orthogonal(4))
+        self.hidden = nn.Dense(4 * self.size, use_bias=False, kernel_init=_blockwise_orthogonal(4))
 
     def project(self, x):
         return self.inputs(x)
@@ -103,6 +103,7 @@ def initial_carry(memory: MemorySpec, batch: int):
 def reset_carry(carry, episode_start):
     """`carry` [B, ...] with the envs where `episode_start` [B] back at the initial (zero)
     carry."""
+
     def reset(c):
         return jnp.where(episode_start.reshape(-1, *([1] * (c.ndim - 1))), 0.0, c).astype(c.dtype)
 
@@ -113,6 +114,7 @@ def unroll(recur: Callable, carry, xp, episode_start):
     """The cell over time from `carry` [b, ...], reset where an episode starts as the actor
     did: recur(carry, xp_t) -> (carry, h) one step; xp [T, b, ...] the projected inputs,
     episode_start [T, b]. Returns (h [T, b, size], the carry after each step [T, b, ...])."""
+
     def step(carry, inputs):
         xp_t, start_t = inputs
         carry, h = recur(reset_carry(carry, start_t), xp_t)

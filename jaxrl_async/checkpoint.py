@@ -111,8 +111,7 @@ class _DropOrbaxLogs(logging.Filter):
     resume that succeeds; CRITICAL still passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.CRITICAL or f"{os.sep}orbax{os.sep}" not in \
-            record.pathname
+        return record.levelno >= logging.CRITICAL or f"{os.sep}orbax{os.sep}" not in record.pathname
 
 
 logging.getLogger("absl").addFilter(_DropOrbaxLogs())
@@ -129,8 +128,9 @@ def _quiet_failed_reads():
     previous_hook = sys.unraisablehook
 
     def hook(unraisable):
-        if isinstance(unraisable.exc_value, RuntimeError) and \
-                "Event loop is closed" in str(unraisable.exc_value):
+        if isinstance(unraisable.exc_value, RuntimeError) and "Event loop is closed" in str(
+            unraisable.exc_value
+        ):
             dropped.append(time.monotonic())
         else:
             previous_hook(unraisable)
@@ -161,14 +161,20 @@ def _manager(directory: Path, keep: int | None = None, create: bool = False):
         # (gathered) arrays, so orbax must not wait for the others at its barriers.
         me = jax.process_index()
         multiprocess["multiprocessing_options"] = ocp.options.MultiprocessingOptions(
-            primary_host=me, active_processes={me})
+            primary_host=me, active_processes={me}
+        )
         if create:  # orbax does not create the root for a subset of processes
             directory.mkdir(parents=True, exist_ok=True)
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep, create=create and not multiprocess, enable_async_checkpointing=create,
-        cleanup_tmp_directories=create, **multiprocess)
-    return ocp.CheckpointManager(directory.absolute(), options=options,
-                                 item_names=("state", "meta"))
+        max_to_keep=keep,
+        create=create and not multiprocess,
+        enable_async_checkpointing=create,
+        cleanup_tmp_directories=create,
+        **multiprocess,
+    )
+    return ocp.CheckpointManager(
+        directory.absolute(), options=options, item_names=("state", "meta")
+    )
 
 
 class Checkpointer:
@@ -195,16 +201,24 @@ class Checkpointer:
         for name, leaf in _leaves(state):
             host = _host(leaf)
             arrays[name] = host
-            leaves[name] = {**_describe(leaf), "stored_shape": list(host.shape),
-                            "stored_dtype": str(host.dtype), "crc32": _crc(host)}
+            leaves[name] = {
+                **_describe(leaf),
+                "stored_shape": list(host.shape),
+                "stored_dtype": str(host.dtype),
+                "crc32": _crc(host),
+            }
             if _is_key(leaf):
                 leaves[name]["key_impl"] = str(jax.random.key_impl(leaf))
         record = {"format": FORMAT, "step": int(step), "info": meta, "leaves": leaves}
         if self._manager is None:
             return self.directory / str(int(step))
-        self._manager.save(int(step), args=ocp.args.Composite(
-            state=ocp.args.PyTreeSave(_nest(arrays)), meta=ocp.args.JsonSave(record)),
-            force=True)
+        self._manager.save(
+            int(step),
+            args=ocp.args.Composite(
+                state=ocp.args.PyTreeSave(_nest(arrays)), meta=ocp.args.JsonSave(record)
+            ),
+            force=True,
+        )
         if wait:
             self.wait()
         return self.directory / str(int(step))
@@ -244,8 +258,9 @@ def _pick(directory: Path, step: int | None) -> int:
     if step is None:
         return available[-1]
     if step not in available:
-        raise CheckpointError(f"no checkpoint at step {step} in {directory} "
-                              f"(have {', '.join(map(str, available))})")
+        raise CheckpointError(
+            f"no checkpoint at step {step} in {directory} (have {', '.join(map(str, available))})"
+        )
     return step
 
 
@@ -257,8 +272,10 @@ def _read_record(manager, directory: Path, step: int) -> dict:
     except Exception as e:  # noqa: BLE001  (orbax and tensorstore raise many types)
         raise CheckpointError(f"checkpoint {where} is unreadable: {_first_line(e)}") from None
     if record.get("format") != FORMAT or not isinstance(record.get("leaves"), dict):
-        raise CheckpointError(f"checkpoint {where} has an unknown format "
-                              f"({record.get('format')!r}, expected {FORMAT})")
+        raise CheckpointError(
+            f"checkpoint {where} has an unknown format "
+            f"({record.get('format')!r}, expected {FORMAT})"
+        )
     return record
 
 
@@ -280,17 +297,23 @@ def _mismatch(expected: dict[str, dict], saved: dict[str, dict]) -> str | None:
     if missing or extra:
         parts = []
         if missing:
-            parts.append(f"{len(missing)} arrays missing ({', '.join(missing[:3])}"
-                         f"{', ...' if len(missing) > 3 else ''})")
+            parts.append(
+                f"{len(missing)} arrays missing ({', '.join(missing[:3])}"
+                f"{', ...' if len(missing) > 3 else ''})"
+            )
         if extra:
-            parts.append(f"{len(extra)} unexpected ({', '.join(extra[:3])}"
-                         f"{', ...' if len(extra) > 3 else ''})")
+            parts.append(
+                f"{len(extra)} unexpected ({', '.join(extra[:3])}"
+                f"{', ...' if len(extra) > 3 else ''})"
+            )
         return "; ".join(parts)
     for name, want in expected.items():
         have = saved[name]
         if (list(have["shape"]), have["dtype"]) != (want["shape"], want["dtype"]):
-            return (f"{name} is {have['dtype']}{tuple(have['shape'])} in the checkpoint, "
-                    f"{want['dtype']}{tuple(want['shape'])} here")
+            return (
+                f"{name} is {have['dtype']}{tuple(have['shape'])} in the checkpoint, "
+                f"{want['dtype']}{tuple(want['shape'])} here"
+            )
     return None
 
 
@@ -323,21 +346,26 @@ def restore(directory: str | Path, like, step: int | None = None) -> tuple[Any, 
         expected = {name: _describe(leaf) for name, leaf in template}
         problem = _mismatch(expected, record["leaves"])
         if problem:
-            raise CheckpointError(f"checkpoint {where} does not fit this config's training "
-                                  f"state: {problem}")
-        stored = {name: jax.ShapeDtypeStruct(tuple(info["stored_shape"]),
-                                             np.dtype(info["stored_dtype"]))
-                  for name, info in record["leaves"].items()}
-        restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray),
-                                    _nest(stored))
+            raise CheckpointError(
+                f"checkpoint {where} does not fit this config's training state: {problem}"
+            )
+        stored = {
+            name: jax.ShapeDtypeStruct(tuple(info["stored_shape"]), np.dtype(info["stored_dtype"]))
+            for name, info in record["leaves"].items()
+        }
+        restore_args = jax.tree.map(
+            lambda _: ocp.RestoreArgs(restore_type=np.ndarray), _nest(stored)
+        )
         try:
             with _quiet_failed_reads():
-                arrays = manager.restore(step, args=ocp.args.Composite(
-                    state=ocp.args.PyTreeRestore(item=_nest(stored),
-                                                 restore_args=restore_args)))["state"]
+                arrays = manager.restore(
+                    step,
+                    args=ocp.args.Composite(
+                        state=ocp.args.PyTreeRestore(item=_nest(stored), restore_args=restore_args)
+                    ),
+                )["state"]
         except Exception as e:  # noqa: BLE001  (as above)
-            raise CheckpointError(f"checkpoint {where} is unreadable: {_first_line(e)}") \
-                from None
+            raise CheckpointError(f"checkpoint {where} is unreadable: {_first_line(e)}") from None
     finally:
         manager.close()
 
@@ -346,10 +374,11 @@ def restore(directory: str | Path, like, step: int | None = None) -> tuple[Any, 
     for name, like_leaf in template:
         info = record["leaves"][name]
         value = np.asarray(arrays.get(name))
-        if value.shape != tuple(info["stored_shape"]) or \
-                _crc(np.asarray(value, order="C")) != info["crc32"]:
+        if (
+            value.shape != tuple(info["stored_shape"])
+            or _crc(np.asarray(value, order="C")) != info["crc32"]
+        ):
             raise CheckpointError(f"checkpoint {where} is corrupt: {name} fails its checksum")
         leaves.append(_place(value, like_leaf, info))
     treedef = jax.tree_util.tree_structure(like)
     return jax.tree_util.tree_unflatten(treedef, leaves), record["info"]
-

@@ -39,12 +39,17 @@ def _sweep_epilog() -> str:
     from jaxrl_async.agents.configs import AGENT_CONFIGS
 
     lines = [f"  {name}: {', '.join(cls.SWEEPABLE)}" for name, cls in AGENT_CONFIGS.items()]
-    return textwrap.fill(
-        "A list value is a grid axis: agent.learning_rate=[1e-4,3e-4,1e-3], or for a key "
-        "that takes a list, a list of lists: agent.hidden_sizes=[[64,64],[256,256]]. "
-        "train.num_seeds seeds run per point. These agent keys are swept inside one "
-        "compiled program; any other key of env, agent, pipeline or replay compiles one "
-        "program per value, run one after another:") + "\n" + "\n".join(lines)
+    return (
+        textwrap.fill(
+            "A list value is a grid axis: agent.learning_rate=[1e-4,3e-4,1e-3], or for a key "
+            "that takes a list, a list of lists: agent.hidden_sizes=[[64,64],[256,256]]. "
+            "train.num_seeds seeds run per point. These agent keys are swept inside one "
+            "compiled program; any other key of env, agent, pipeline or replay compiles one "
+            "program per value, run one after another:"
+        )
+        + "\n"
+        + "\n".join(lines)
+    )
 
 
 def _resume(args) -> int:
@@ -62,8 +67,7 @@ def _resume(args) -> int:
         return 0
 
     # `total_steps=N` (as in `jaxrl-async resume RUN_DIR total_steps=N`) is train.total_steps.
-    overrides = [f"train.{o}" if o.split("=", 1)[0] == "total_steps" else o
-                 for o in args.overrides]
+    overrides = [f"train.{o}" if o.split("=", 1)[0] == "total_steps" else o for o in args.overrides]
     # The run's config.yaml holds no launch settings: each session gives its own.
     distributed.initialize(None, overrides)
     resume(args.run_dir, overrides)
@@ -74,8 +78,10 @@ def _eval(args) -> int:
     from jaxrl_async.evaluate import evaluate_run
 
     r = evaluate_run(args.run_dir, args.episodes, args.mode, args.seed)
-    print(f"{args.run_dir}: {r['return_mean']:.2f} ± {r['return_std']:.2f} over {r['episodes']} "
-          f"episodes ({r['mode']}, checkpoint at {r['env_steps']:,} env steps)")
+    print(
+        f"{args.run_dir}: {r['return_mean']:.2f} ± {r['return_std']:.2f} over {r['episodes']} "
+        f"episodes ({r['mode']}, checkpoint at {r['env_steps']:,} env steps)"
+    )
     return 0
 
 
@@ -89,8 +95,10 @@ def _describe(space) -> str:
         return f"Discrete({space.n})"
     if hasattr(space, "low"):
         low, high = np.min(space.low), np.max(space.high)
-        return (f"Box({tuple(space.shape)}, {np.dtype(space.dtype).name}, "
-                f"[{float(low):.4g}, {float(high):.4g}])")
+        return (
+            f"Box({tuple(space.shape)}, {np.dtype(space.dtype).name}, "
+            f"[{float(low):.4g}, {float(high):.4g}])"
+        )
     return " ".join(repr(space).split())
 
 
@@ -115,10 +123,15 @@ def _envs(args) -> int:
                 print(f"\n{name}: not installed (pip install 'jaxrl_async[{suite.extra}]')")
                 continue
             ids = suites.adapter(name).ids()
-            print(f"\n{name}: {len(ids)} ids (env.name={name}:<id>; `jaxrl-async envs {name}` "
-                  f"shows their spaces)")
-            print(textwrap.fill(", ".join(ids), width=100, initial_indent="  ",
-                                subsequent_indent="  "))
+            print(
+                f"\n{name}: {len(ids)} ids (env.name={name}:<id>; `jaxrl-async envs {name}` "
+                f"shows their spaces)"
+            )
+            print(
+                textwrap.fill(
+                    ", ".join(ids), width=100, initial_indent="  ", subsequent_indent="  "
+                )
+            )
     elif args.suite != "gymnax":
         ids = suites.adapter(args.suite).ids()
         _print_spaces([f"{args.suite}:{i}" for i in ids], make)
@@ -130,8 +143,10 @@ def _print_spaces(names, make) -> None:
     for name in names:
         try:
             env, params = make(name)
-            line = (f"obs {_describe(env.observation_space(params))}  "
-                    f"action {_describe(env.action_space(params))}")
+            line = (
+                f"obs {_describe(env.observation_space(params))}  "
+                f"action {_describe(env.action_space(params))}"
+            )
         except UserError as e:  # MNISTBandit, Sokoban need a download; list them anyway
             line = f"unavailable: {e}"
         print(f"{name:<{width}}  {line}", flush=True)
@@ -147,8 +162,9 @@ def _plot(args) -> int:
             raise UserError("plot a sweep directory alone (its points are drawn together)")
         print(plot_sweep(args.run_dirs[0], args.out))
         return 0
-    out = args.out or (Path(args.run_dirs[0]) / "curves.png" if len(args.run_dirs) == 1
-                       else "curves.png")
+    out = args.out or (
+        Path(args.run_dirs[0]) / "curves.png" if len(args.run_dirs) == 1 else "curves.png"
+    )
     print(plot_runs(args.run_dirs, out))
     return 0
 
@@ -189,58 +205,93 @@ lists every section and key)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="jaxrl-async", description=DESCRIPTION, epilog=EPILOG,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="jaxrl-async",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("train", help="train a config (default ppo_cartpole)",
-                       description="Train CONFIG, a shipped config name or a YAML file, with "
-                                   "section.key=value overrides (values are YAML), e.g. "
-                                   "jaxrl-async train ppo_acrobot env.num_envs=16. The run "
-                                   "writes RUN_DIR: config.yaml, metrics.jsonl, TensorBoard "
-                                   "events, checkpoints and summary.json.")
-    p.add_argument("config", nargs="?", default="ppo_cartpole",
-                   help="shipped config name or path to a YAML file")
+    p = sub.add_parser(
+        "train",
+        help="train a config (default ppo_cartpole)",
+        description="Train CONFIG, a shipped config name or a YAML file, with "
+        "section.key=value overrides (values are YAML), e.g. "
+        "jaxrl-async train ppo_acrobot env.num_envs=16. The run "
+        "writes RUN_DIR: config.yaml, metrics.jsonl, TensorBoard "
+        "events, checkpoints and summary.json.",
+    )
+    p.add_argument(
+        "config",
+        nargs="?",
+        default="ppo_cartpole",
+        help="shipped config name or path to a YAML file",
+    )
     p.add_argument("overrides", nargs="*", metavar="section.key=value")
     p.add_argument("--run-dir", default=None, help="default: runs/<config>-<timestamp>")
     p.set_defaults(func=_train)
 
     p = sub.add_parser(
-        "sweep", help="train a grid of hyperparameters x seeds, then print the table and "
-                      "plot it", epilog=_sweep_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("config", nargs="?", default="ppo_cartpole",
-                   help="shipped config name or path to a YAML file")
+        "sweep",
+        help="train a grid of hyperparameters x seeds, then print the table and plot it",
+        epilog=_sweep_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "config",
+        nargs="?",
+        default="ppo_cartpole",
+        help="shipped config name or path to a YAML file",
+    )
     p.add_argument("overrides", nargs="*", metavar="section.key=value|[v1,v2,...]")
     p.add_argument("--sweep-dir", default=None, help="default: runs/<config>-sweep-<timestamp>")
     p.set_defaults(func=_sweep)
 
     p = sub.add_parser("resume", help="continue a run (or a sweep) from its latest checkpoint")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("overrides", nargs="*", metavar="train.total_steps=N",
-                   help="extend the run (also train.progress, checkpoint.every/keep)")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="train.total_steps=N",
+        help="extend the run (also train.progress, checkpoint.every/keep)",
+    )
     p.set_defaults(func=_resume)
 
     p = sub.add_parser("eval", help="evaluate a run's latest checkpoint (also RUN_DIR/eval.json)")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--episodes", type=int, default=None, help="default: the run's eval.episodes")
-    p.add_argument("--mode", choices=("greedy", "sample"), default=None,
-                   help="the greedy (mean) action or the policy's own sampling; default: "
-                        "the run's eval.mode")
+    p.add_argument(
+        "--mode",
+        choices=("greedy", "sample"),
+        default=None,
+        help="the greedy (mean) action or the policy's own sampling; default: the run's eval.mode",
+    )
     p.add_argument("--seed", type=int, default=None, help="default: the run's train.seed")
     p.set_defaults(func=_eval)
 
-    p = sub.add_parser("plot", help="learning curves and SPS of run directories, or the "
-                                    "curves of a sweep directory, to a PNG")
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories, or one "
-                                                                   "sweep directory")
-    p.add_argument("--out", default=None, help="default: RUN_DIR/curves.png for one run, "
-                                                 "SWEEP_DIR/sweep.png, else curves.png")
+    p = sub.add_parser(
+        "plot",
+        help="learning curves and SPS of run directories, or the "
+        "curves of a sweep directory, to a PNG",
+    )
+    p.add_argument(
+        "run_dirs", nargs="+", metavar="RUN_DIR", help="run directories, or one sweep directory"
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="default: RUN_DIR/curves.png for one run, SWEEP_DIR/sweep.png, else curves.png",
+    )
     p.set_defaults(func=_plot)
 
     p = sub.add_parser("envs", help="list environment ids with their spaces, and the suites")
-    p.add_argument("suite", nargs="?", default=None,
-                   help="one suite's ids with their spaces (gymnax, brax, jumanji, ...)")
+    p.add_argument(
+        "suite",
+        nargs="?",
+        default=None,
+        help="one suite's ids with their spaces (gymnax, brax, jumanji, ...)",
+    )
     p.set_defaults(func=_envs)
 
     p = sub.add_parser("bench", help="env+policy ceiling and PPO training SPS")

@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -43,8 +44,12 @@ class EnvConfig:
 
     def __post_init__(self):
         require(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
-        require(all(i >= 0 for i in self.mask_obs), "env.mask_obs", list(self.mask_obs),
-                "indices >= 0 into the observation's last axis")
+        require(
+            all(i >= 0 for i in self.mask_obs),
+            "env.mask_obs",
+            list(self.mask_obs),
+            "indices >= 0 into the observation's last axis",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,12 +78,20 @@ class PipelineConfig:
     def __post_init__(self):
         require(self.rollout_len >= 1, "pipeline.rollout_len", self.rollout_len, ">= 1")
         require(self.lag >= 0, "pipeline.lag", self.lag, ">= 0")
-        require(self.max_staleness >= -1, "pipeline.max_staleness", self.max_staleness,
-                ">= -1 (-1: no bound)")
+        require(
+            self.max_staleness >= -1,
+            "pipeline.max_staleness",
+            self.max_staleness,
+            ">= -1 (-1: no bound)",
+        )
         require(self.unroll >= 1, "pipeline.unroll", self.unroll, ">= 1")
         require(self.devices >= 0, "pipeline.devices", self.devices, ">= 0 (0: choose)")
-        require(self.placement in ("auto", "fused", "split"), "pipeline.placement",
-                self.placement, "auto, fused or split")
+        require(
+            self.placement in ("auto", "fused", "split"),
+            "pipeline.placement",
+            self.placement,
+            "auto, fused or split",
+        )
         require(self.actor_devices >= 1, "pipeline.actor_devices", self.actor_devices, ">= 1")
 
 
@@ -160,8 +173,9 @@ class EvalConfig:
         require(self.every >= 0, "eval.every", self.every, ">= 0 (0: no evaluation)")
         require(self.episodes >= 1, "eval.episodes", self.episodes, ">= 1")
         require(self.mode in EVAL_MODES, "eval.mode", self.mode, f"one of {EVAL_MODES}")
-        require(self.max_steps >= 0, "eval.max_steps", self.max_steps,
-                ">= 0 (0: the env's own limit)")
+        require(
+            self.max_steps >= 0, "eval.max_steps", self.max_steps, ">= 0 (0: the env's own limit)"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,10 +195,18 @@ class DistributedConfig:
     def __post_init__(self):
         address = self.coordinator == "" or re.fullmatch(r"\S+:\d+", self.coordinator)
         require(bool(address), "distributed.coordinator", self.coordinator, "HOST:PORT")
-        require(self.num_processes >= 0, "distributed.num_processes", self.num_processes,
-                ">= 0 (0: from the environment)")
-        require(self.process_id >= -1, "distributed.process_id", self.process_id,
-                ">= 0 (-1: from the environment)")
+        require(
+            self.num_processes >= 0,
+            "distributed.num_processes",
+            self.num_processes,
+            ">= 0 (0: from the environment)",
+        )
+        require(
+            self.process_id >= -1,
+            "distributed.process_id",
+            self.process_id,
+            ">= 0 (-1: from the environment)",
+        )
         require(self.timeout >= 1, "distributed.timeout", self.timeout, ">= 1")
 
 
@@ -202,8 +224,16 @@ class Config:
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
     distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)
 
-    SECTIONS: ClassVar[tuple[str, ...]] = ("env", "agent", "pipeline", "replay", "train",
-                                             "checkpoint", "eval", "distributed")
+    SECTIONS: ClassVar[tuple[str, ...]] = (
+        "env",
+        "agent",
+        "pipeline",
+        "replay",
+        "train",
+        "checkpoint",
+        "eval",
+        "distributed",
+    )
 
     @property
     def batch_size(self) -> int:
@@ -239,7 +269,8 @@ def _resolve(name_or_path: str | os.PathLike) -> Path:
     shipped = CONFIG_DIR / f"{name_or_path}.yaml"
     if not shipped.is_file():
         raise ConfigError(
-            f"unknown config {str(name_or_path)!r} (available: {', '.join(available_configs())})")
+            f"unknown config {str(name_or_path)!r} (available: {', '.join(available_configs())})"
+        )
     return shipped
 
 
@@ -269,13 +300,14 @@ def _integral_floats_to_int(node, schema_cls) -> None:
             node[key] = int(value)
 
 
-def load_config(name_or_path: str | os.PathLike = "ppo_cartpole",
-                overrides: Sequence[str] = ()) -> Config:
+def load_config(
+    name_or_path: str | os.PathLike = "ppo_cartpole", overrides: Sequence[str] = ()
+) -> Config:
     """Load a shipped config by name (or a YAML path) and apply `section.key=value` overrides."""
     path = _resolve(name_or_path)
     try:
         raw = OmegaConf.load(path)
-    except Exception as e:  # YAML syntax errors come in many types
+    except Exception as e:  # noqa: BLE001  (YAML syntax errors come in many types)
         raise ConfigError(f"cannot parse {path}: {_first_line(e)}") from None
     if not OmegaConf.is_dict(raw):
         raise ConfigError(f"{path} must hold a mapping of sections")
@@ -293,21 +325,29 @@ def _build(raw, overrides: Sequence[str], name: str) -> Config:
     """The checked Config of YAML sections `raw` with `overrides` on top."""
     dotlist = _parse_overrides(overrides)
     for layer in (raw, dotlist):
-        for key in layer.keys():
+        for key in layer:
             if key not in Config.SECTIONS and key != "name":
-                raise ConfigError(f"unknown config section {key!r} "
-                                  f"(sections: {', '.join(Config.SECTIONS)})")
+                raise ConfigError(
+                    f"unknown config section {key!r} (sections: {', '.join(Config.SECTIONS)})"
+                )
 
-    agent_name = OmegaConf.select(dotlist, "agent.name", default=None) or \
-        OmegaConf.select(raw, "agent.name", default="ppo")
+    agent_name = OmegaConf.select(dotlist, "agent.name", default=None) or OmegaConf.select(
+        raw, "agent.name", default="ppo"
+    )
     if agent_name not in AGENT_CONFIGS:
         raise ConfigError(f"unknown agent {agent_name!r} (available: {', '.join(AGENT_CONFIGS)})")
     agent_cls = AGENT_CONFIGS[agent_name]
 
-    sections = {"env": EnvConfig, "agent": agent_cls, "pipeline": PipelineConfig,
-                "replay": ReplayConfig,
-                "train": TrainConfig, "checkpoint": CheckpointConfig,
-                "eval": EvalConfig, "distributed": DistributedConfig}
+    sections = {
+        "env": EnvConfig,
+        "agent": agent_cls,
+        "pipeline": PipelineConfig,
+        "replay": ReplayConfig,
+        "train": TrainConfig,
+        "checkpoint": CheckpointConfig,
+        "eval": EvalConfig,
+        "distributed": DistributedConfig,
+    }
     for layer in (raw, dotlist):
         for key, cls in sections.items():
             if key in layer:
@@ -337,18 +377,28 @@ def validate(config: Config) -> None:
     """Checks that span sections (shapes that must divide, budgets that must fit) and need
     no device; those that depend on the device count run when the layout is chosen
     (`layout.choose_layout`)."""
-    require(config.num_updates >= 1, "train.total_steps", config.train.total_steps,
-            f">= env.num_envs * pipeline.rollout_len = {config.batch_size}")
+    require(
+        config.num_updates >= 1,
+        "train.total_steps",
+        config.train.total_steps,
+        f">= env.num_envs * pipeline.rollout_len = {config.batch_size}",
+    )
     if config.pipeline.placement == "split":
         if config.pipeline.lag < 1:
-            raise ConfigError("pipeline.placement=split needs pipeline.lag >= 1 (the actor and "
-                              "the learner work on different trajectories)")
+            raise ConfigError(
+                "pipeline.placement=split needs pipeline.lag >= 1 (the actor and "
+                "the learner work on different trajectories)"
+            )
         if config.train.num_seeds > 1:
-            raise ConfigError("train.num_seeds > 1 needs pipeline.placement=fused (the seeds "
-                              "are vmapped inside one program)")
+            raise ConfigError(
+                "train.num_seeds > 1 needs pipeline.placement=fused (the seeds "
+                "are vmapped inside one program)"
+            )
     if config.train.num_seeds > 1 and config.eval.every > 0:
-        raise ConfigError("eval.every > 0 supports train.num_seeds=1 only (periodic "
-                          "evaluation of seed-batched parameters is not built yet)")
+        raise ConfigError(
+            "eval.every > 0 supports train.num_seeds=1 only (periodic "
+            "evaluation of seed-batched parameters is not built yet)"
+        )
     if config.agent.off_policy:
         _validate_replay(config)
     config.agent.check(config)
@@ -358,8 +408,12 @@ def _validate_replay(config: Config) -> None:
     """An off-policy run: the replay holds at least one tick, and its data ages by design."""
     replay, pipeline = config.replay, config.pipeline
     if replay.capacity < config.batch_size:
-        raise ConfigError(f"replay.capacity={replay.capacity} is smaller than one tick's "
-                          f"env.num_envs * pipeline.rollout_len = {config.batch_size} steps")
+        raise ConfigError(
+            f"replay.capacity={replay.capacity} is smaller than one tick's "
+            f"env.num_envs * pipeline.rollout_len = {config.batch_size} steps"
+        )
     if pipeline.max_staleness != -1:
-        raise ConfigError("pipeline.max_staleness applies to on-policy agents only; an "
-                          "off-policy agent's data ages in the replay by design")
+        raise ConfigError(
+            "pipeline.max_staleness applies to on-policy agents only; an "
+            "off-policy agent's data ages in the replay by design"
+        )

@@ -33,8 +33,11 @@ ENV_NUM_PROCESSES = "JAX_NUM_PROCESSES"
 ENV_PROCESS_ID = "JAX_PROCESS_ID"
 
 
-def settings(name_or_path: str | os.PathLike | None = None, overrides: Sequence[str] = (),
-             environ: Mapping[str, str] | None = None) -> DistributedConfig:
+def settings(
+    name_or_path: str | os.PathLike | None = None,
+    overrides: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> DistributedConfig:
     """The resolved `distributed` section of a config, without starting JAX.
 
     Reads only that section of the YAML (none when `name_or_path` is None) and the
@@ -72,8 +75,9 @@ def settings(name_or_path: str | os.PathLike | None = None, overrides: Sequence[
     return resolve(section, environ)
 
 
-def resolve(section: DistributedConfig,
-            environ: Mapping[str, str] | None = None) -> DistributedConfig:
+def resolve(
+    section: DistributedConfig, environ: Mapping[str, str] | None = None
+) -> DistributedConfig:
     """Unset fields filled from the environment; ConfigError if they do not fit together."""
     environ = os.environ if environ is None else environ
 
@@ -90,21 +94,28 @@ def resolve(section: DistributedConfig,
         section,
         coordinator=section.coordinator or environ.get(ENV_COORDINATOR, ""),
         num_processes=section.num_processes or from_env(ENV_NUM_PROCESSES, 1),
-        process_id=(section.process_id if section.process_id >= 0
-                    else from_env(ENV_PROCESS_ID, 0)))  # __post_init__ checks the ranges
+        process_id=(section.process_id if section.process_id >= 0 else from_env(ENV_PROCESS_ID, 0)),
+    )  # __post_init__ checks the ranges
     if section.num_processes < 1:
         raise ConfigError(f"distributed.num_processes must be >= 1, got {section.num_processes}")
     if not 0 <= section.process_id < section.num_processes:
-        raise ConfigError(f"distributed.process_id={section.process_id} is not in "
-                          f"[0, {section.num_processes}) for {section.num_processes} processes")
+        raise ConfigError(
+            f"distributed.process_id={section.process_id} is not in "
+            f"[0, {section.num_processes}) for {section.num_processes} processes"
+        )
     if section.num_processes > 1 and not section.coordinator:
-        raise ConfigError(f"{section.num_processes} processes need distributed.coordinator="
-                          f"HOST:PORT (process 0's address) or ${ENV_COORDINATOR}")
+        raise ConfigError(
+            f"{section.num_processes} processes need distributed.coordinator="
+            f"HOST:PORT (process 0's address) or ${ENV_COORDINATOR}"
+        )
     return section
 
 
-def initialize(name_or_path: str | os.PathLike | None = None, overrides: Sequence[str] = (),
-               environ: Mapping[str, str] | None = None) -> DistributedConfig:
+def initialize(
+    name_or_path: str | os.PathLike | None = None,
+    overrides: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> DistributedConfig:
     """Join the other processes when the config (or the environment) asks for several.
 
     Call it before anything else touches JAX, `load_config` included (it counts the
@@ -122,17 +133,24 @@ def initialize(name_or_path: str | os.PathLike | None = None, overrides: Sequenc
         check(section)
         return section
     if xla_bridge.backends_are_initialized():
-        raise UserError("jaxrl_async.distributed.initialize must run before any other JAX "
-                        "call (load_config included): JAX has already started on its own")
+        raise UserError(
+            "jaxrl_async.distributed.initialize must run before any other JAX "
+            "call (load_config included): JAX has already started on its own"
+        )
     try:
-        jax.distributed.initialize(section.coordinator, section.num_processes,
-                                   section.process_id,
-                                   initialization_timeout=section.timeout)
+        jax.distributed.initialize(
+            section.coordinator,
+            section.num_processes,
+            section.process_id,
+            initialization_timeout=section.timeout,
+        )
         jax.devices()  # the processes exchange their devices: a late failure surfaces here
     except Exception as e:  # noqa: BLE001  (the runtime raises several types)
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise UserError(f"process {section.process_id} of {section.num_processes} could not "
-                        f"join the coordinator at {section.coordinator}: {first}") from None
+        raise UserError(
+            f"process {section.process_id} of {section.num_processes} could not "
+            f"join the coordinator at {section.coordinator}: {first}"
+        ) from None
     return section
 
 
@@ -142,9 +160,11 @@ def check(section: DistributedConfig) -> None:
 
     section = resolve(section)
     if section.num_processes > 1 and jax.process_count() != section.num_processes:
-        raise UserError(f"the config asks for {section.num_processes} processes but JAX runs "
-                        f"{jax.process_count()}: call jaxrl_async.distributed.initialize "
-                        f"before any other JAX call (the CLI does)")
+        raise UserError(
+            f"the config asks for {section.num_processes} processes but JAX runs "
+            f"{jax.process_count()}: call jaxrl_async.distributed.initialize "
+            f"before any other JAX call (the CLI does)"
+        )
 
 
 def is_main() -> bool:
@@ -175,8 +195,7 @@ def gather(tree: Any) -> Any:
     import numpy as np
 
     def host(leaf):
-        if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype,
-                                                                jax.dtypes.prng_key):
+        if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
             leaf = jax.random.key_data(leaf)
         if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
             if leaf.sharding.is_fully_replicated:
@@ -198,8 +217,10 @@ def local(tree: Any) -> Any:
     def one(leaf):
         if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
             if not leaf.sharding.is_fully_replicated:
-                raise ValueError(f"a {leaf.shape} array split over several processes has no "
-                                 f"local copy; use gather")
+                raise ValueError(
+                    f"a {leaf.shape} array split over several processes has no "
+                    f"local copy; use gather"
+                )
             return leaf.addressable_data(0)
         return leaf
 

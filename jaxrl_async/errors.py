@@ -31,13 +31,16 @@ def building_env(name: str, kwargs=None):
     except UserError:
         raise
     except TypeError as e:
-        raise ConfigError(f"env.kwargs {dict(kwargs or {})!r} rejected by {name}: "
-                          f"{first_line(e)}") from None
+        raise ConfigError(
+            f"env.kwargs {dict(kwargs or {})!r} rejected by {name}: {first_line(e)}"
+        ) from None
     except Exception as e:  # noqa: BLE001  (an env's constructor may raise anything)
-        hint = " (it downloads or reads data when built: offline?)" if isinstance(
-            e, OSError) else ""
-        raise UserError(f"cannot build env {name}{hint}: {type(e).__name__}: "
-                        f"{first_line(e)}") from None
+        hint = (
+            " (it downloads or reads data when built: offline?)" if isinstance(e, OSError) else ""
+        )
+        raise UserError(
+            f"cannot build env {name}{hint}: {type(e).__name__}: {first_line(e)}"
+        ) from None
 
 
 def require(ok: bool, key: str, value, requirement: str) -> None:
@@ -54,6 +57,9 @@ class TrainingInterrupted(KeyboardInterrupt):
 
     def __init__(self, env_steps: int, run_dir=None):
         self.env_steps, self.run_dir = env_steps, run_dir
-        where = (f"checkpoint saved; resume with jaxrl_async.resume({str(run_dir)!r})"
-                 if run_dir is not None else "no run directory: nothing saved")
+        where = (
+            f"checkpoint saved; resume with jaxrl_async.resume({str(run_dir)!r})"
+            if run_dir is not None
+            else "no run directory: nothing saved"
+        )
         super().__init__(f"interrupted at {env_steps:,} env steps ({where})")

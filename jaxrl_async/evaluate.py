@@ -37,8 +37,12 @@ MODES = EVAL_MODES
 DEFAULT_MAX_STEPS = 10_000  # the cap for an env that declares no episode limit
 EVAL_STREAM = 0x6576616C  # "eval": a key stream the training run never draws from
 # The log-record fields of an evaluation; a record without one carries NO_EVAL.
-NO_EVAL = {"eval_return_mean": math.nan, "eval_return_std": math.nan, "eval_episodes": 0,
-           "eval_length_mean": math.nan}
+NO_EVAL = {
+    "eval_return_mean": math.nan,
+    "eval_return_std": math.nan,
+    "eval_episodes": 0,
+    "eval_length_mean": math.nan,
+}
 
 
 def episode_limit(env_params, max_steps: int = 0) -> int:
@@ -92,14 +96,12 @@ def _eval_policy(agent: Agent, mode: str, index):
         if mode == "greedy":
             return agent.greedy_carried(params, carry, obs, episode_start)
         clock = ActorClock(env_steps, index.astype(jnp.int32), num_episodes)
-        return agent.act_carried(params, carry, obs, episode_start, _per_env(key, index),
-                                 clock)[:2]
+        return agent.act_carried(params, carry, obs, episode_start, _per_env(key, index), clock)[:2]
 
     return policy
 
 
-def make_evaluator(agent: Agent, env, env_params, config: EvalConfig,
-                   normalize_obs: bool = False):
+def make_evaluator(agent: Agent, env, env_params, config: EvalConfig, normalize_obs: bool = False):
     """evaluate(params, key, env_steps, obs_stats=None) -> (returns [N], lengths [N]).
 
     A pure function (jit it): N = config.episodes copies of the unbatched gymnax-API
@@ -136,25 +138,41 @@ def make_evaluator(agent: Agent, env, env_params, config: EvalConfig,
         obs, env_state = vec_env.reset(_per_env(reset_key, index), env_params)
 
         def step(loop: EvalLoop) -> EvalLoop:
-            seen = loop.obs if normalizer is None else normalizer.normalize(
-                obs_stats, loop.obs.astype(jnp.float32))
-            carry, action = policy(params, loop.memory, seen,
-                                   jax.random.fold_in(act_key, loop.t), env_steps)
+            seen = (
+                loop.obs
+                if normalizer is None
+                else normalizer.normalize(obs_stats, loop.obs.astype(jnp.float32))
+            )
+            carry, action = policy(
+                params, loop.memory, seen, jax.random.fold_in(act_key, loop.t), env_steps
+            )
             obs, env_state, reward, terminated, truncated, _ = vec_env.step(
-                _per_env(jax.random.fold_in(step_key, loop.t), index), loop.env_state,
-                action, env_params)
+                _per_env(jax.random.fold_in(step_key, loop.t), index),
+                loop.env_state,
+                action,
+                env_params,
+            )
             ended = terminated | truncated
             return EvalLoop(
-                loop.t + 1, env_state, obs,
-                None if loop.memory is None else Memory(carry, ended), loop.alive & ~ended,
+                loop.t + 1,
+                env_state,
+                obs,
+                None if loop.memory is None else Memory(carry, ended),
+                loop.alive & ~ended,
                 loop.returns + jnp.where(loop.alive, reward.astype(jnp.float32), 0.0),
-                loop.lengths + loop.alive.astype(jnp.int32))
+                loop.lengths + loop.alive.astype(jnp.int32),
+            )
 
-        loop = EvalLoop(jnp.int32(0), env_state, obs, agent.initial_memory(num_episodes),
-                        jnp.ones(num_episodes, bool), jnp.zeros(num_episodes, jnp.float32),
-                        jnp.zeros(num_episodes, jnp.int32))
-        loop = jax.lax.while_loop(lambda loop: (loop.t < limit) & jnp.any(loop.alive), step,
-                                  loop)
+        loop = EvalLoop(
+            jnp.int32(0),
+            env_state,
+            obs,
+            agent.initial_memory(num_episodes),
+            jnp.ones(num_episodes, bool),
+            jnp.zeros(num_episodes, jnp.float32),
+            jnp.zeros(num_episodes, jnp.int32),
+        )
+        loop = jax.lax.while_loop(lambda loop: (loop.t < limit) & jnp.any(loop.alive), step, loop)
         return loop.returns, loop.lengths
 
     return evaluate
@@ -163,9 +181,12 @@ def make_evaluator(agent: Agent, env, env_params, config: EvalConfig,
 def summarize(returns, lengths) -> dict:
     """The log-record fields (NO_EVAL's keys) of one evaluation's [N] returns and lengths."""
     returns = np.asarray(returns, np.float64)
-    return {"eval_return_mean": float(returns.mean()), "eval_return_std": float(returns.std()),
-            "eval_episodes": int(returns.size),
-            "eval_length_mean": float(np.mean(np.asarray(lengths, np.float64)))}
+    return {
+        "eval_return_mean": float(returns.mean()),
+        "eval_return_std": float(returns.std()),
+        "eval_episodes": int(returns.size),
+        "eval_length_mean": float(np.mean(np.asarray(lengths, np.float64))),
+    }
 
 
 class Evaluation:
@@ -185,8 +206,9 @@ class Evaluation:
         self.seed = config.train.seed
         self.impl = config.prng_impl
         self.device = jax.local_devices()[0] if device is None else device
-        self._evaluate = make_evaluator(agent, env, env_params, self.config,
-                                        config.env.normalize_obs)
+        self._evaluate = make_evaluator(
+            agent, env, env_params, self.config, config.env.normalize_obs
+        )
         obs_shape = envs_lib.spec_of(env, env_params).obs_shape
         stats = jax.ShapeDtypeStruct(obs_shape, jnp.float32)
         self._args_like = (
@@ -194,7 +216,9 @@ class Evaluation:
             jax.eval_shape(lambda: eval_key(0, 0, self.impl)),
             jax.ShapeDtypeStruct((), jnp.int32),
             NormState(None, stats, stats, jax.ShapeDtypeStruct((), jnp.float32))
-            if config.env.normalize_obs else None)
+            if config.env.normalize_obs
+            else None,
+        )
         self._compiled: Any = None
         self._future: concurrent.futures.Future | None = None
         self.compile_seconds = self.seconds = 0.0
@@ -203,8 +227,9 @@ class Evaluation:
     def _compile(self):
         start = time.perf_counter()
         on = jax.sharding.SingleDeviceSharding(self.device)
-        args = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on),
-                            self._args_like)
+        args = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on), self._args_like
+        )
         compiled = jax.jit(self._evaluate).lower(*args).compile()
         self.compile_seconds = time.perf_counter() - start
         return compiled
@@ -226,11 +251,16 @@ class Evaluation:
         self.wait_compiled()
         jax.block_until_ready(state.learner.params)  # time the evaluation, not training
         start = time.perf_counter()
-        args = (state.learner.params, eval_key(self.seed, env_steps, self.impl),
-                jnp.int32(min(env_steps, np.iinfo(np.int32).max)), obs_stats(state.env_state))
+        args = (
+            state.learner.params,
+            eval_key(self.seed, env_steps, self.impl),
+            jnp.int32(min(env_steps, np.iinfo(np.int32).max)),
+            obs_stats(state.env_state),
+        )
         # distributed.local: with several processes, this process's copy of the params.
-        returns, lengths = jax.device_get(self._compiled(*jax.device_put(
-            distributed.local(args), self.device)))
+        returns, lengths = jax.device_get(
+            self._compiled(*jax.device_put(distributed.local(args), self.device))
+        )
         self.seconds += time.perf_counter() - start
         return returns, lengths
 
@@ -240,8 +270,15 @@ class Evaluation:
         return self.last
 
 
-def evaluate_run(run_dir: str | Path, episodes: int | None = None, mode: str | None = None,
-                 seed: int | None = None, *, env=None, env_params=None) -> dict:
+def evaluate_run(
+    run_dir: str | Path,
+    episodes: int | None = None,
+    mode: str | None = None,
+    seed: int | None = None,
+    *,
+    env=None,
+    env_params=None,
+) -> dict:
     """Evaluate the latest checkpoint of a run directory; the result is also written to
     RUN_DIR/eval.json.
 
@@ -254,8 +291,10 @@ def evaluate_run(run_dir: str | Path, episodes: int | None = None, mode: str | N
     run_dir = Path(run_dir)
     config = rundir.resume_config(run_dir)
     eval_config = dataclasses.replace(
-        config.eval, episodes=config.eval.episodes if episodes is None else episodes,
-        mode=config.eval.mode if mode is None else mode)
+        config.eval,
+        episodes=config.eval.episodes if episodes is None else episodes,
+        mode=config.eval.mode if mode is None else mode,
+    )
     step, info = ckpt.read_meta(rundir.checkpoint_dir(run_dir))
     impl = info.get("prng_impl", config.prng_impl)
     seed = config.train.seed if seed is None else seed
@@ -264,16 +303,28 @@ def evaluate_run(run_dir: str | Path, episodes: int | None = None, mode: str | N
     like = jax.jit(pipeline.init).lower(jax.random.key(config.train.seed, impl=impl)).out_info
     state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=step)
     # The evaluation's own settings: the run's, with the given ones and the checkpoint's PRNG.
-    evaluation = Evaluation(dataclasses.replace(
-        config, eval=eval_config, train=dataclasses.replace(config.train, seed=seed, prng=impl)),
-        agent, env, env_params)
+    evaluation = Evaluation(
+        dataclasses.replace(
+            config, eval=eval_config, train=dataclasses.replace(config.train, seed=seed, prng=impl)
+        ),
+        agent,
+        env,
+        env_params,
+    )
     returns, lengths = evaluation.episodes(state, step)
     fields = summarize(returns, lengths)
-    result = {"run_dir": str(run_dir), "env_steps": step, "mode": eval_config.mode,
-              "episodes": fields["eval_episodes"], "seed": seed,
-              "max_steps": eval_config.max_steps,
-              "return_mean": fields["eval_return_mean"], "return_std": fields["eval_return_std"],
-              "length_mean": fields["eval_length_mean"],
-              "returns": [float(r) for r in returns], "lengths": [int(n) for n in lengths]}
+    result = {
+        "run_dir": str(run_dir),
+        "env_steps": step,
+        "mode": eval_config.mode,
+        "episodes": fields["eval_episodes"],
+        "seed": seed,
+        "max_steps": eval_config.max_steps,
+        "return_mean": fields["eval_return_mean"],
+        "return_std": fields["eval_return_std"],
+        "length_mean": fields["eval_length_mean"],
+        "returns": [float(r) for r in returns],
+        "lengths": [int(n) for n in lengths],
+    }
     (run_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
     return result

@@ -81,8 +81,7 @@ def choose_layout(config: Config, machine: Machine | None = None) -> Layout:
     devices, devices_why = choose_devices(config, machine)
     placement, placement_why = choose_placement(config, machine)
     actor_devices = config.pipeline.actor_devices if placement == "split" else 0
-    layout = Layout(devices, placement, actor_devices, machine.platform, devices_why,
-                    placement_why)
+    layout = Layout(devices, placement, actor_devices, machine.platform, devices_why, placement_why)
     check_layout(config, layout, machine)
     return layout
 
@@ -126,26 +125,35 @@ def _fused_devices(config: Config, machine: Machine) -> tuple[int, str]:
     if machine.platform == "cpu":
         if agent.off_policy:
             if not agent.recurrent:
-                return 1, (f"one device: on CPU a memoryless off-policy learner stays on one "
-                           f"{force}")
+                return 1, (
+                    f"one device: on CPU a memoryless off-policy learner stays on one {force}"
+                )
             for devices in range(available, 1, -1):
                 if _splits_over(config, devices, machine):
-                    return devices, (f"data parallel over {devices} of {available} CPU "
-                                     f"devices (a recurrent off-policy learner)")
+                    return devices, (
+                        f"data parallel over {devices} of {available} CPU "
+                        f"devices (a recurrent off-policy learner)"
+                    )
             return 1, f"one device: the run's batches split over no more {force}"
         if agent.widest_layer >= WIDE_LAYER:
-            return 1, (f"one device: on CPU an on-policy learner with {WIDE_LAYER}-unit or "
-                       f"wider layers stays on one {force}")
+            return 1, (
+                f"one device: on CPU an on-policy learner with {WIDE_LAYER}-unit or "
+                f"wider layers stays on one {force}"
+            )
     rows = learner_rows(config) // available
     steps = config.batch_size * config.train.num_seeds // available
-    share = (f"{rows:,} rows per gradient step and {steps:,} env steps per tick on "
-             f"each of {available} devices")
+    share = (
+        f"{rows:,} rows per gradient step and {steps:,} env steps per tick on "
+        f"each of {available} devices"
+    )
     if config.env.num_envs % available:
         return 1, f"{config.env.num_envs} envs do not split over {available} devices"
     if rows >= MIN_ROWS_PER_DEVICE and steps >= MIN_STEPS_PER_DEVICE:
         return available, f"data parallel: {share}"
-    return 1, (f"one device: {share} would be below {MIN_ROWS_PER_DEVICE:,} and "
-               f"{MIN_STEPS_PER_DEVICE:,}, where splitting pays {force}")
+    return 1, (
+        f"one device: {share} would be below {MIN_ROWS_PER_DEVICE:,} and "
+        f"{MIN_STEPS_PER_DEVICE:,}, where splitting pays {force}"
+    )
 
 
 def _auto_split(config: Config, machine: Machine) -> bool:
@@ -155,12 +163,19 @@ def _auto_split(config: Config, machine: Machine) -> bool:
     and wide learners stay fused (the update is most of their tick, so there is little
     to overlap), and so do off-policy ones."""
     agent = config.agent
-    return (config.pipeline.lag >= 1 and config.pipeline.devices == 0
-            and not agent.off_policy and not agent.recurrent and agent.torso == "mlp"
-            and agent.widest_layer < WIDE_LAYER
-            and config.train.num_seeds == 1 and machine.process_count == 1
-            and machine.platform == "cpu" and machine.device_count >= 2
-            and _fused_devices(config, machine)[0] == 1)
+    return (
+        config.pipeline.lag >= 1
+        and config.pipeline.devices == 0
+        and not agent.off_policy
+        and not agent.recurrent
+        and agent.torso == "mlp"
+        and agent.widest_layer < WIDE_LAYER
+        and config.train.num_seeds == 1
+        and machine.process_count == 1
+        and machine.platform == "cpu"
+        and machine.device_count >= 2
+        and _fused_devices(config, machine)[0] == 1
+    )
 
 
 def choose_placement(config: Config, machine: Machine) -> tuple[str, str]:
@@ -169,8 +184,10 @@ def choose_placement(config: Config, machine: Machine) -> tuple[str, str]:
     if config.pipeline.placement != "auto":
         return config.pipeline.placement, f"pipeline.placement={config.pipeline.placement}"
     if _auto_split(config, machine):
-        return "split", ("split: lag >= 1 and a learner too small for data parallelism, so "
-                         "the actor and the learner overlap on a CPU device each")
+        return "split", (
+            "split: lag >= 1 and a learner too small for data parallelism, so "
+            "the actor and the learner overlap on a CPU device each"
+        )
     return "fused", "fused: actor and learner share the devices"
 
 
@@ -190,29 +207,39 @@ def check_layout(config: Config, layout: Layout, machine: Machine) -> None:
     processes, available = machine.process_count, machine.device_count
     if config.pipeline.devices > available:
         where = "local devices" if processes == 1 else f"devices over {processes} processes"
-        raise ConfigError(f"pipeline.devices={config.pipeline.devices} but only "
-                          f"{available} {where}")
+        raise ConfigError(
+            f"pipeline.devices={config.pipeline.devices} but only {available} {where}"
+        )
     if processes > 1 and layout.devices != available:  # the mesh spans every process
-        raise ConfigError(f"pipeline.devices={layout.devices}: a run over {processes} "
-                          f"processes uses all {available} devices (set 0)")
+        raise ConfigError(
+            f"pipeline.devices={layout.devices}: a run over {processes} "
+            f"processes uses all {available} devices (set 0)"
+        )
     if processes > 1 and layout.placement == "split":
-        raise ConfigError("pipeline.placement=split runs in one process; use fused with "
-                          "several processes")
+        raise ConfigError(
+            "pipeline.placement=split runs in one process; use fused with several processes"
+        )
     groups = [layout.devices]
     if layout.placement == "split":
         if not 1 <= config.pipeline.actor_devices < layout.devices:
-            raise ConfigError(f"pipeline.placement=split needs 1 <= pipeline.actor_devices < "
-                              f"{layout.devices} devices, got {config.pipeline.actor_devices}")
+            raise ConfigError(
+                f"pipeline.placement=split needs 1 <= pipeline.actor_devices < "
+                f"{layout.devices} devices, got {config.pipeline.actor_devices}"
+            )
         groups = [config.pipeline.actor_devices, layout.learner_devices]
     for group in groups:
         if config.env.num_envs % group:
-            raise ConfigError(f"env.num_envs={config.env.num_envs} does not split over {group} "
-                              f"devices (set pipeline.devices or a multiple of {group} envs)")
+            raise ConfigError(
+                f"env.num_envs={config.env.num_envs} does not split over {group} "
+                f"devices (set pipeline.devices or a multiple of {group} envs)"
+            )
     if config.agent.off_policy:  # the replay is split over the learner's devices
         for key in ("capacity", "batch_size"):
             value = getattr(config.replay, key)
             if value % groups[-1]:
-                raise ConfigError(f"replay.{key}={value} does not split over {groups[-1]} "
-                                  f"devices (each device keeps its own replay; use a multiple "
-                                  f"of {groups[-1]})")
+                raise ConfigError(
+                    f"replay.{key}={value} does not split over {groups[-1]} "
+                    f"devices (each device keeps its own replay; use a multiple "
+                    f"of {groups[-1]})"
+                )
     config.agent.check(config, layout.devices)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from tqdm.auto import tqdm
 
@@ -16,7 +16,8 @@ def _clean(value):
 
 class JsonlSink:
     def __init__(self, path: Path):
-        self._file = open(path, "a", buffering=1)
+        # Open for the run's whole life, closed by close(): a context manager cannot span it.
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115
 
     def __call__(self, record: dict) -> None:
         self._file.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
@@ -51,8 +52,16 @@ class Progress:
 
     def __init__(self, total: int, enabled: bool, desc: str = "train", initial: int = 0):
         self._enabled = enabled  # tqdm sets `disable` when closed; the summary comes after
-        self._bar = tqdm(total=total, initial=initial, unit="step", unit_scale=True, desc=desc,
-                         disable=not enabled, dynamic_ncols=True, smoothing=0.3)
+        self._bar = tqdm(
+            total=total,
+            initial=initial,
+            unit="step",
+            unit_scale=True,
+            desc=desc,
+            disable=not enabled,
+            dynamic_ncols=True,
+            smoothing=0.3,
+        )
 
     def update(self, record: dict) -> None:
         ret = record.get("episode_return")

@@ -3,7 +3,8 @@ MLP), the heads the agents use, and the recurrent actor-critic (torso, cell, hea
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -33,8 +34,7 @@ class TorsoSpec(NamedTuple):
 
 
 def _dense(features: int, scale: float) -> nn.Dense:
-    return nn.Dense(features, kernel_init=orthogonal(scale),
-                    bias_init=nn.initializers.zeros)
+    return nn.Dense(features, kernel_init=orthogonal(scale), bias_init=nn.initializers.zeros)
 
 
 def _normed(x, layer_norm: bool):
@@ -85,9 +85,14 @@ class Encoder(nn.Module):
             x = x.astype(jnp.float32) * scale
             if self.conv and x.ndim == 4:
                 for channels, kernel, stride in self.conv:
-                    x = nn.Conv(channels, (kernel, kernel), (stride, stride), padding="SAME",
-                                kernel_init=orthogonal(np.sqrt(2)),
-                                bias_init=nn.initializers.zeros)(x)
+                    x = nn.Conv(
+                        channels,
+                        (kernel, kernel),
+                        (stride, stride),
+                        padding="SAME",
+                        kernel_init=orthogonal(np.sqrt(2)),
+                        bias_init=nn.initializers.zeros,
+                    )(x)
                     x = ACTIVATIONS[self.activation](_normed(x, self.layer_norm))
             features.append(x.reshape(x.shape[0], -1))
         return jnp.concatenate(features, axis=-1)
@@ -103,8 +108,7 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x):
         for size in self.hidden_sizes:
-            x = ACTIVATIONS[self.activation](_normed(_dense(size, np.sqrt(2))(x),
-                                                     self.layer_norm))
+            x = ACTIVATIONS[self.activation](_normed(_dense(size, np.sqrt(2))(x), self.layer_norm))
         return x
 
 
@@ -207,8 +211,14 @@ class QEnsemble(nn.Module):
 
     @nn.compact
     def __call__(self, obs, action):
-        ensemble = nn.vmap(QValue, variable_axes={"params": 0}, split_rngs={"params": True},
-                           in_axes=None, out_axes=0, axis_size=self.num)
+        ensemble = nn.vmap(
+            QValue,
+            variable_axes={"params": 0},
+            split_rngs={"params": True},
+            in_axes=None,
+            out_axes=0,
+            axis_size=self.num,
+        )
         return ensemble(self.torso)(obs, action)
 
 
@@ -233,8 +243,7 @@ class QNetwork(nn.Module):
         x = torso(self.torso, obs)
         advantages = _dense(self.num_actions, 1.0)(x)
         if self.dueling:
-            advantages = (_dense(1, 1.0)(x) + advantages
-                          - advantages.mean(axis=-1, keepdims=True))
+            advantages = _dense(1, 1.0)(x) + advantages - advantages.mean(axis=-1, keepdims=True)
         return mask_logits(advantages, obs)
 
 
@@ -277,8 +286,8 @@ class RecurrentCore(nn.Module):
 
 class RecurrentActorCritic(RecurrentCore):
     """The recurrent core (torso, cell) whose output feeds a policy head and a value head:
-      policy(h, obs) -> logits [N, A] (masked with the observation's action mask), or
-        (mean [N, A], log_std [A]) for continuous actions;  value(h) -> [N].
+    policy(h, obs) -> logits [N, A] (masked with the observation's action mask), or
+      (mean [N, A], log_std [A]) for continuous actions;  value(h) -> [N].
     """
 
     num_actions: int = 0  # categories of a discrete action, else 0

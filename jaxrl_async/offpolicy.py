@@ -41,8 +41,9 @@ from jaxrl_async.types import NStepTransition, ReplayUse
 def nstep_transitions(window, n: int, gamma: float) -> NStepTransition:
     """The n-step transitions starting at each of the first T steps of `window`
     (a pipeline Transition [T + n - 1, B, ...]), [T, B, ...]."""
-    returns, discounts, offsets = nstep_returns(window.reward, window.terminated,
-                                                window.truncated, n, gamma)
+    returns, discounts, offsets = nstep_returns(
+        window.reward, window.terminated, window.truncated, n, gamma
+    )
     T = returns.shape[0]
     index = jnp.arange(T)[:, None] + offsets  # [T, B] the step to bootstrap after
 
@@ -50,9 +51,13 @@ def nstep_transitions(window, n: int, gamma: float) -> NStepTransition:
         at = index.reshape(*index.shape, *([1] * (next_obs.ndim - 2)))
         return jnp.take_along_axis(next_obs, at, axis=0).astype(obs.dtype)
 
-    return NStepTransition(jax.tree.map(lambda x: x[:T], window.obs), window.action[:T],
-                           returns, discounts,
-                           jax.tree.map(bootstrap, window.next_obs, window.obs))
+    return NStepTransition(
+        jax.tree.map(lambda x: x[:T], window.obs),
+        window.action[:T],
+        returns,
+        discounts,
+        jax.tree.map(bootstrap, window.next_obs, window.obs),
+    )
 
 
 class ReplayStage(NamedTuple):
@@ -122,16 +127,17 @@ class StageSpec(NamedTuple):
         return ring.init(self.capacity, example)
 
     def store(self, replay, window):
-        items = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]),  # [T * B] time-major
-                             self.items_of(window))
-        return (prioritized.add(replay, items) if self.is_prioritized
-                else ring.add(replay, items))
+        items = jax.tree.map(
+            lambda x: x.reshape(-1, *x.shape[2:]),  # [T * B] time-major
+            self.items_of(window),
+        )
+        return prioritized.add(replay, items) if self.is_prioritized else ring.add(replay, items)
 
     def advance(self, window, traj):
         carried = self.carried
         if carried == 0:
             return traj
-        keep = jax.tree.map(lambda x: x[x.shape[0] - carried:], window)
+        keep = jax.tree.map(lambda x: x[x.shape[0] - carried :], window)
         return jax.tree.map(lambda a, b: jnp.concatenate([a, b]), keep, traj)
 
     def sample(self, replay, key, beta):
@@ -168,12 +174,16 @@ class StageSpec(NamedTuple):
                 learner, metrics, priorities = agent_learn(learner, drawn, learn_key)
                 if self.is_prioritized:
                     current = prioritized.update_priorities(
-                        current, drawn.indices, jnp.abs(priorities) + config.priority_eps,
-                        axis_name=self.axis_name)
+                        current,
+                        drawn.indices,
+                        jnp.abs(priorities) + config.priority_eps,
+                        axis_name=self.axis_name,
+                    )
                 return (learner, unsqueeze(self.priorities_of(current))), metrics
 
             (learner, part), metrics = jax.lax.scan(
-                one, operand, jax.random.split(key, self.use.updates_per_tick))
+                one, operand, jax.random.split(key, self.use.updates_per_tick)
+            )
             metrics = jax.tree.map(jnp.mean, metrics)
             return learner, part, {**metrics, "replay_beta": beta}
 
@@ -191,11 +201,24 @@ class StageSpec(NamedTuple):
         return learner, self.with_priorities(replay, part), metrics, learned
 
 
-def make_replay_stage(use: ReplayUse, config: Any, num_devices: int, total_steps: int,
-                      axis_name: str | None = None) -> ReplayStage:
+def make_replay_stage(
+    use: ReplayUse, config: Any, num_devices: int, total_steps: int, axis_name: str | None = None
+) -> ReplayStage:
     """`config` is a ReplayConfig; capacity and batch are over all `num_devices` devices."""
-    spec = StageSpec(use, config, config.capacity // num_devices,
-                     config.batch_size // num_devices, total_steps, axis_name)
-    return ReplayStage(init=spec.init, store=spec.store, advance=spec.advance,
-                       learn=spec.learn, n_step=use.n_step, example=spec.example,
-                       carried=spec.carried)
+    spec = StageSpec(
+        use,
+        config,
+        config.capacity // num_devices,
+        config.batch_size // num_devices,
+        total_steps,
+        axis_name,
+    )
+    return ReplayStage(
+        init=spec.init,
+        store=spec.store,
+        advance=spec.advance,
+        learn=spec.learn,
+        n_step=use.n_step,
+        example=spec.example,
+        carried=spec.carried,
+    )

@@ -20,8 +20,10 @@ class ParamQueue:
 
 
 def queue_init(params, lag: int) -> ParamQueue:
-    return ParamQueue(jax.tree.map(lambda p: jnp.broadcast_to(p, (lag, *p.shape)), params),
-                      jnp.zeros((lag,), jnp.int32))
+    return ParamQueue(
+        jax.tree.map(lambda p: jnp.broadcast_to(p, (lag, *p.shape)), params),
+        jnp.zeros((lag,), jnp.int32),
+    )
 
 
 def queue_oldest(queue: ParamQueue):

@@ -40,31 +40,44 @@ from jaxrl_async.ticks import (
 )
 from jaxrl_async.types import Agent
 
-__all__ = ["DETERMINISTIC_OPTIONS", "Pipeline", "PipelineShape", "PipelineState",
-           "compile_chunk", "compile_init", "init_and_compile", "make_init", "make_pipeline",
-           "seed_keys", "vmap_seeds"]
+__all__ = [
+    "DETERMINISTIC_OPTIONS",
+    "Pipeline",
+    "PipelineShape",
+    "PipelineState",
+    "compile_chunk",
+    "compile_init",
+    "init_and_compile",
+    "make_init",
+    "make_pipeline",
+    "seed_keys",
+    "vmap_seeds",
+]
 
 
 def prefill_in_flight(state: PipelineState, key, rollout: Callable) -> PipelineState:
     """On-policy at lag >= 1: one rollout in flight for the first tick to learn on."""
-    env_state, obs, memory, traj, _ = rollout(state.learner.params, state.env_state,
-                                              state.obs, state.memory, key)
-    return state.replace(env_state=env_state, obs=obs, memory=memory, in_flight=traj,
-                         in_flight_version=jnp.int32(0))
+    env_state, obs, memory, traj, _ = rollout(
+        state.learner.params, state.env_state, state.obs, state.memory, key
+    )
+    return state.replace(
+        env_state=env_state, obs=obs, memory=memory, in_flight=traj, in_flight_version=jnp.int32(0)
+    )
 
 
 def prefill_replay(state: PipelineState, key, rollout: Callable, stage) -> PipelineState:
     """Off-policy: an empty replay per device and a first window, `rollout` being one of
     T + n - 1 steps (T + L - stride for sequences)."""
-    env_state, obs, memory, window, _ = rollout(state.learner.params, state.env_state,
-                                                state.obs, state.memory, key)
+    env_state, obs, memory, window, _ = rollout(
+        state.learner.params, state.env_state, state.obs, state.memory, key
+    )
     replay = jax.tree.map(lambda x: x[None], stage.init(stage.example(window)))
-    return state.replace(env_state=env_state, obs=obs, memory=memory, replay=replay,
-                         window=window)
+    return state.replace(env_state=env_state, obs=obs, memory=memory, replay=replay, window=window)
 
 
-def make_init(agent: Agent, env, env_params, local_envs: int, lag: int,
-              prefill: Callable | None = None) -> Callable:
+def make_init(
+    agent: Agent, env, env_params, local_envs: int, lag: int, prefill: Callable | None = None
+) -> Callable:
     """init(key) -> PipelineState: reset the envs, initialise the learner, fill the
     parameter queue with the initial parameters, and prefill what the first tick
     consumes (not counted in env_steps): `prefill(state, key) -> state`, None where the
@@ -74,8 +87,15 @@ def make_init(agent: Agent, env, env_params, local_envs: int, lag: int,
         reset_key, agent_key, key = jax.random.split(key, 3)
         obs, env_state = env.reset(env_keys(reset_key, local_envs), env_params)
         learner = agent.init(agent_key)
-        state = PipelineState(learner, env_state, obs, key, jnp.int32(0), jnp.int32(0),
-                              memory=agent.initial_memory(local_envs))
+        state = PipelineState(
+            learner,
+            env_state,
+            obs,
+            key,
+            jnp.int32(0),
+            jnp.int32(0),
+            memory=agent.initial_memory(local_envs),
+        )
         if lag:
             state = state.replace(actor_queue=queue_init(learner.params, lag))
         if prefill is None:
@@ -128,12 +148,18 @@ def on_mesh(mesh: jax.sharding.Mesh, f: Callable, in_specs, out_specs) -> Callab
     and env code written without shard_map in mind (a lax.cond branch or a loop carry
     that is a constant on one side and per-device data on the other, as in most suites)
     traces as it is."""
-    return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
-                         check_vma=False)
+    return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
 
 
-def make_pipeline(agent: Agent, env, env_params, shape: PipelineShape, *,
-                  mesh: jax.sharding.Mesh | None = None, replay=None) -> Pipeline:
+def make_pipeline(
+    agent: Agent,
+    env,
+    env_params,
+    shape: PipelineShape,
+    *,
+    mesh: jax.sharding.Mesh | None = None,
+    replay=None,
+) -> Pipeline:
     """`env` is batched (a VecEnv, possibly wrapped); its info carries episode statistics.
 
     Off-policy agents (`agent.data == "replay"`) need `replay`, a ReplayConfig.
@@ -152,8 +178,13 @@ def make_pipeline(agent: Agent, env, env_params, shape: PipelineShape, *,
     prefill = functools.partial(prefill_in_flight, rollout=rollout) if shape.lag else None
     if offpolicy:
         stage = make_replay_stage(agent.replay, replay, mesh.size, shape.total_steps, AXIS)
-        window_rollout = make_rollout(agent, env, env_params, dataclasses.replace(
-            shape, rollout_len=shape.rollout_len + stage.carried), local_envs)
+        window_rollout = make_rollout(
+            agent,
+            env,
+            env_params,
+            dataclasses.replace(shape, rollout_len=shape.rollout_len + stage.carried),
+            local_envs,
+        )
         prefill = functools.partial(prefill_replay, rollout=window_rollout, stage=stage)
         learn = make_replay_learn(stage, agent.learn, env.observe)
         tick = make_replay_tick(act, learn, stage.advance, env.obs_stats)
@@ -162,11 +193,26 @@ def make_pipeline(agent: Agent, env, env_params, shape: PipelineShape, *,
         tick = make_sync_tick(act, learn) if shape.lag == 0 else make_async_tick(act, learn)
     specs = state_specs(env, shape.lag, offpolicy, agent.recurrent)
     init = make_init(agent, env, env_params, local_envs, shape.lag, prefill)
-    return _map_over_mesh(mesh, env, specs, Pipeline(
-        init=init, tick=tick, chunk=functools.partial(make_chunk, tick), rollout=rollout,
-        learn=agent.learn, act=act, learn_step=learn,
-        advance=None if stage is None else stage.advance, obs_stats=env.obs_stats,
-        specs=specs, mesh=mesh, local_act=act, local_learn=learn))
+    return _map_over_mesh(
+        mesh,
+        env,
+        specs,
+        Pipeline(
+            init=init,
+            tick=tick,
+            chunk=functools.partial(make_chunk, tick),
+            rollout=rollout,
+            learn=agent.learn,
+            act=act,
+            learn_step=learn,
+            advance=None if stage is None else stage.advance,
+            obs_stats=env.obs_stats,
+            specs=specs,
+            mesh=mesh,
+            local_act=act,
+            local_learn=learn,
+        ),
+    )
 
 
 def _map_over_mesh(mesh, env, specs: PipelineState, local: Pipeline) -> Pipeline:
@@ -176,21 +222,29 @@ def _map_over_mesh(mesh, env, specs: PipelineState, local: Pipeline) -> Pipeline
     actor_specs = ActorState(env_spec, P(AXIS), memory_spec, P(), P())
     acted_specs = Acted(env_spec, P(AXIS), memory_spec, P(), P(), traj_spec, P(), P(), P())
     if local.advance is not None:
-        learn_specs = ((P(), P(), P(AXIS), traj_spec, ReplayInputs(P(), P(), P(), P())),
-                       (P(), P(), P(AXIS), P()))
+        learn_specs = (
+            (P(), P(), P(AXIS), traj_spec, ReplayInputs(P(), P(), P(), P())),
+            (P(), P(), P(AXIS), P()),
+        )
     else:
         learn_specs = ((P(), P(), traj_spec, P(), P()), (P(), P(), P()))
     return local._replace(
         init=on_mesh(mesh, local.init, (P(),), specs),
         tick=on_mesh(mesh, local.tick, (specs,), (specs, P())),
         chunk=lambda num_ticks: on_mesh(mesh, local.chunk(num_ticks), (specs,), (specs, P())),
-        rollout=on_mesh(mesh, local.rollout, (P(), env_spec, P(AXIS), memory_spec, P()),
-                        (env_spec, P(AXIS), memory_spec, traj_spec, P())),
+        rollout=on_mesh(
+            mesh,
+            local.rollout,
+            (P(), env_spec, P(AXIS), memory_spec, P()),
+            (env_spec, P(AXIS), memory_spec, traj_spec, P()),
+        ),
         learn=on_mesh(mesh, local.learn, (P(), traj_spec, P()), (P(), P())),
         act=on_mesh(mesh, local.act, (P(), P(), actor_specs), acted_specs),
         learn_step=on_mesh(mesh, local.learn_step, *learn_specs),
-        advance=None if local.advance is None else on_mesh(
-            mesh, local.advance, (traj_spec, traj_spec), traj_spec))
+        advance=None
+        if local.advance is None
+        else on_mesh(mesh, local.advance, (traj_spec, traj_spec), traj_spec),
+    )
 
 
 def vmap_seeds(pipeline: Pipeline) -> Pipeline:
@@ -201,8 +255,8 @@ def vmap_seeds(pipeline: Pipeline) -> Pipeline:
     reductions may associate differently (measured: parameters within 1e-6).
     """
     return pipeline._replace(
-        init=jax.vmap(pipeline.init),
-        chunk=lambda num_ticks: jax.vmap(pipeline.chunk(num_ticks)))
+        init=jax.vmap(pipeline.init), chunk=lambda num_ticks: jax.vmap(pipeline.chunk(num_ticks))
+    )
 
 
 def seed_keys(seed: int, num_seeds: int, impl: str, seeds=None):
@@ -215,8 +269,10 @@ def seed_keys(seed: int, num_seeds: int, impl: str, seeds=None):
 # XLA options for bitwise run-to-run reproducibility (train.deterministic). XLA on CPU is
 # deterministic already (same program, same device count: same bits); on GPUs these make
 # scatters and reductions deterministic or refuse to compile ops that cannot be.
-DETERMINISTIC_OPTIONS = {"xla_gpu_deterministic_ops": True,
-                         "xla_gpu_exclude_nondeterministic_ops": True}
+DETERMINISTIC_OPTIONS = {
+    "xla_gpu_deterministic_ops": True,
+    "xla_gpu_exclude_nondeterministic_ops": True,
+}
 
 
 def compile_chunk(chunk, state, options: dict | None = None) -> Callable:
@@ -245,8 +301,9 @@ def init_and_compile(pipeline: Pipeline, key, num_ticks: int, options: dict | No
     init_lowered = jax.jit(pipeline.init).lower(key)
     abstract_state = init_lowered.out_info
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        chunk_future = pool.submit(compile_chunk, pipeline.chunk(num_ticks), abstract_state,
-                                   options)
+        chunk_future = pool.submit(
+            compile_chunk, pipeline.chunk(num_ticks), abstract_state, options
+        )
         state = compile_init(init_lowered, options)(key)
         chunk = chunk_future.result()
     return jax.block_until_ready(state), chunk

@@ -62,10 +62,16 @@ def state_specs(env, lag: int, offpolicy: bool, recurrent: bool = False) -> Pipe
     """How each field of a PipelineState is split over the mesh (None: absent)."""
     double_buffered = lag > 0 and not offpolicy
     return PipelineState(
-        learner=P(), env_state=env.partition_spec(AXIS), obs=P(AXIS), key=P(), updates=P(),
-        env_steps=P(), memory=P(AXIS) if recurrent else None,
+        learner=P(),
+        env_state=env.partition_spec(AXIS),
+        obs=P(AXIS),
+        key=P(),
+        updates=P(),
+        env_steps=P(),
+        memory=P(AXIS) if recurrent else None,
         actor_queue=P() if lag else None,
         in_flight=P(None, AXIS) if double_buffered else None,
         in_flight_version=P() if double_buffered else None,
         replay=P(AXIS) if offpolicy else None,
-        window=P(None, AXIS) if offpolicy else None)
+        window=P(None, AXIS) if offpolicy else None,
+    )

@@ -51,15 +51,22 @@ def load_run(run_dir: str | Path) -> dict:
     name = run_dir.name
     if (run_dir / "summary.json").is_file():
         name = json.loads((run_dir / "summary.json").read_text()).get("config", name)
-    column = lambda key: np.array([np.nan if r.get(key) is None else r[key]  # noqa: E731
-                                   for r in records], dtype=float)
+
+    def column(key):
+        return np.array([np.nan if r.get(key) is None else r[key] for r in records], float)
+
     seed_keys = []  # a run of N seeds logs episode_return/seed0 .. seed{N-1}
     while f"episode_return/seed{len(seed_keys)}" in records[0]:
         seed_keys.append(f"episode_return/seed{len(seed_keys)}")
-    return {"name": name, "config": _load_config(run_dir), "env_steps": column("env_steps"),
-            "wall_seconds": column("wall_seconds"), "episode_return": column("episode_return"),
-            "seed_returns": np.stack([column(k) for k in seed_keys]) if seed_keys else None,
-            "sps": column("sps")}
+    return {
+        "name": name,
+        "config": _load_config(run_dir),
+        "env_steps": column("env_steps"),
+        "wall_seconds": column("wall_seconds"),
+        "episode_return": column("episode_return"),
+        "seed_returns": np.stack([column(k) for k in seed_keys]) if seed_keys else None,
+        "sps": column("sps"),
+    }
 
 
 def _load_config(run_dir: Path) -> dict | None:
@@ -86,8 +93,11 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
 
 def _training_keys(config: dict) -> dict:
     """The keys of a flattened config that change training (the name is the group's own)."""
-    return {k: v for k, v in config.items()
-            if k != "name" and k not in IGNORED_KEYS and not k.startswith(IGNORED_SECTIONS)}
+    return {
+        k: v
+        for k, v in config.items()
+        if k != "name" and k not in IGNORED_KEYS and not k.startswith(IGNORED_SECTIONS)
+    }
 
 
 def group_runs(runs: list[dict]) -> list[tuple[str, list[dict]]]:
@@ -106,8 +116,9 @@ def group_runs(runs: list[dict]) -> list[tuple[str, list[dict]]]:
     groups = []
     for name, by_config in by_name.items():
         configs = [c for c, _ in by_config.values() if c is not None]
-        differing = sorted({k for c in configs for k in c
-                            if any(c.get(k) != other.get(k) for other in configs)})
+        differing = sorted(
+            {k for c in configs for k in c if any(c.get(k) != other.get(k) for other in configs)}
+        )
         for config, members in by_config.values():
             if config is None and len(by_config) > 1:
                 label = f"{name} (no config.yaml)"
@@ -169,16 +180,18 @@ def plot_runs(run_dirs, out: str | Path) -> Path:
     plt = _pyplot()
     groups = group_runs([load_run(run_dir) for run_dir in run_dirs])
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    panels = [("env_steps", "episode_return", "env steps", "episode return"),
-              ("wall_seconds", "episode_return", "wall time (s)", "episode return"),
-              ("env_steps", "sps", "env steps", "env steps per second")]
+    panels = [
+        ("env_steps", "episode_return", "env steps", "episode return"),
+        ("wall_seconds", "episode_return", "wall time (s)", "episode return"),
+        ("env_steps", "sps", "env steps", "env steps per second"),
+    ]
     for ax, (x_key, y_key, x_label, y_label) in zip(axes, panels):
         for label, runs in groups:
             x, mean, low, high = _band(runs, x_key, y_key)
             seeds = sum(len(_curves(r, "episode_return")) for r in runs)
             if seeds > 1:
                 label = f"{label} ({seeds} seeds)"
-            line, = ax.plot(x, mean, label=label, marker="." if len(x) < 20 else None)
+            (line,) = ax.plot(x, mean, label=label, marker="." if len(x) < 20 else None)
             if sum(len(_curves(r, y_key)) for r in runs) > 1:
                 ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2)
         ax.set_xlabel(x_label)
@@ -251,11 +264,18 @@ def sweep_bands(sweep: dict) -> list[dict]:
     short = _short_keys(keys)
     bands = []
     for point in sweep["points"]:
-        x, mean, low, _ = _band([load_run(point["run_dir"])], "env_steps", "episode_return",
-                                spread="std")
-        bands.append({"label": _point_label(point["overrides"], short), "env_steps": x,
-                      "mean": mean, "std": mean - low,
-                      "final_return": _number(point, "final_return_mean")})
+        x, mean, low, _ = _band(
+            [load_run(point["run_dir"])], "env_steps", "episode_return", spread="std"
+        )
+        bands.append(
+            {
+                "label": _point_label(point["overrides"], short),
+                "env_steps": x,
+                "mean": mean,
+                "std": mean - low,
+                "final_return": _number(point, "final_return_mean"),
+            }
+        )
     return bands
 
 
@@ -273,8 +293,9 @@ def single_key_panel(sweep: dict) -> dict | None:
     """
     points = sweep["points"]
     keys = list(dict.fromkeys(k for p in points for k in p["overrides"]))
-    varied = [k for k in keys
-              if len({json.dumps(p["overrides"].get(k), default=str) for p in points}) > 1]
+    varied = [
+        k for k in keys if len({json.dumps(p["overrides"].get(k), default=str) for p in points}) > 1
+    ]
     if len(varied) != 1:
         return None
     key = varied[0]
@@ -285,10 +306,15 @@ def single_key_panel(sweep: dict) -> dict | None:
     # A log axis only for positive values over more than a decade (e.g. learning rates);
     # the tolerance keeps a decade in floats (0.003 / 0.0003 > 10) linear.
     log = bool(numeric and (x > 0).all() and x.max() / x.min() > 10 * (1 + 1e-9))
-    return {"key": key, "x": x, "ticks": None if numeric else [_text(values[i]) for i in order],
-            "mean": np.array([_number(points[i], "final_return_mean") for i in order]),
-            "std": np.array([_number(points[i], "final_return_std") for i in order]),
-            "order": order, "log": log}
+    return {
+        "key": key,
+        "x": x,
+        "ticks": None if numeric else [_text(values[i]) for i in order],
+        "mean": np.array([_number(points[i], "final_return_mean") for i in order]),
+        "std": np.array([_number(points[i], "final_return_std") for i in order]),
+        "order": order,
+        "log": log,
+    }
 
 
 def _draw_bands(ax, bands: list[dict], best: int | None, plt) -> None:
@@ -307,11 +333,12 @@ def _draw_bands(ax, bands: list[dict], best: int | None, plt) -> None:
         if many:
             final = band["final_return"]
             # Crimson, off the colormap, so the best curve stands out of 64 others.
-            style["color"] = ("crimson" if is_best else cmap(norm(final)) if np.isfinite(final)
-                              else "grey")
+            style["color"] = (
+                "crimson" if is_best else cmap(norm(final)) if np.isfinite(final) else "grey"
+            )
             label = label if is_best else None
         x, mean, std = band["env_steps"], band["mean"], band["std"]
-        line, = ax.plot(x, mean, label=label, **style)
+        (line,) = ax.plot(x, mean, label=label, **style)
         ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.12)
     if many:
         plt.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="final return")
@@ -328,8 +355,9 @@ def _draw_panel(ax, panel: dict, best: int | None) -> None:
     ax.errorbar(panel["x"], panel["mean"], yerr=panel["std"], marker="o", capsize=3)
     if best is not None:
         row = panel["order"].index(best)
-        ax.plot(panel["x"][row], panel["mean"][row], "*", ms=16, color="crimson", label="best",
-                zorder=3)
+        ax.plot(
+            panel["x"][row], panel["mean"][row], "*", ms=16, color="crimson", label="best", zorder=3
+        )
         ax.legend(fontsize="small")
     if panel["log"]:
         ax.set_xscale("log")
@@ -346,8 +374,7 @@ def plot_sweep(sweep_dir: str | Path, out: str | Path | None = None) -> Path:
     plt = _pyplot()
     sweep = load_sweep(sweep_dir)
     bands, panel = sweep_bands(sweep), single_key_panel(sweep)
-    fig, axes = plt.subplots(1, 2 if panel else 1, figsize=(15 if panel else 9, 4.5),
-                             squeeze=False)
+    fig, axes = plt.subplots(1, 2 if panel else 1, figsize=(15 if panel else 9, 4.5), squeeze=False)
     _draw_bands(axes[0, 0], bands, sweep["best"], plt)
     if panel:
         _draw_panel(axes[0, 1], panel, sweep["best"])

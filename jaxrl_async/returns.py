@@ -18,8 +18,10 @@ def gae(values, bootstrap_value, rewards, discounts, lambda_):
       A_t = δ_t + discount_t · λ · A_{t+1}.
     """
     if values.shape != rewards.shape or values.shape != discounts.shape:
-        raise ValueError(f"gae: values {values.shape}, rewards {rewards.shape} and discounts "
-                         f"{discounts.shape} must share the shape [T, B]")
+        raise ValueError(
+            f"gae: values {values.shape}, rewards {rewards.shape} and discounts "
+            f"{discounts.shape} must share the shape [T, B]"
+        )
     if bootstrap_value.shape != values.shape[1:]:
         raise ValueError(f"gae: bootstrap_value {bootstrap_value.shape} must be {values.shape[1:]}")
     next_values = jnp.concatenate([values[1:], bootstrap_value[None]], axis=0)
@@ -30,8 +32,9 @@ def gae(values, bootstrap_value, rewards, discounts, lambda_):
         advantage = delta_t + discount_t * lambda_ * advantage
         return advantage, advantage
 
-    _, advantages = jax.lax.scan(backward, jnp.zeros_like(bootstrap_value),
-                                 (deltas, discounts), reverse=True)
+    _, advantages = jax.lax.scan(
+        backward, jnp.zeros_like(bootstrap_value), (deltas, discounts), reverse=True
+    )
     return advantages
 
 
@@ -51,16 +54,19 @@ def q_lambda(next_values, rewards, discounts, lambda_):
     its discount to 0 (`agents.common.fold_truncation`).
     """
     if next_values.shape != rewards.shape or next_values.shape != discounts.shape:
-        raise ValueError(f"q_lambda: next_values {next_values.shape}, rewards {rewards.shape} "
-                         f"and discounts {discounts.shape} must share the shape [T, B]")
+        raise ValueError(
+            f"q_lambda: next_values {next_values.shape}, rewards {rewards.shape} "
+            f"and discounts {discounts.shape} must share the shape [T, B]"
+        )
 
     def backward(next_return, xs):
         reward, discount, next_value = xs
         ret = reward + discount * ((1 - lambda_) * next_value + lambda_ * next_return)
         return ret, ret
 
-    _, returns = jax.lax.scan(backward, next_values[-1], (rewards, discounts, next_values),
-                              reverse=True)
+    _, returns = jax.lax.scan(
+        backward, next_values[-1], (rewards, discounts, next_values), reverse=True
+    )
     return returns
 
 
@@ -69,8 +75,17 @@ class VTraceReturns(NamedTuple):
     pg_advantages: jax.Array  # [T, B] importance-weighted policy-gradient advantages
 
 
-def vtrace(values, bootstrap_value, rewards, discounts, log_rhos, *, lambda_=1.0,
-           clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0) -> VTraceReturns:
+def vtrace(
+    values,
+    bootstrap_value,
+    rewards,
+    discounts,
+    log_rhos,
+    *,
+    lambda_=1.0,
+    clip_rho_threshold=1.0,
+    clip_pg_rho_threshold=1.0,
+) -> VTraceReturns:
     """V-trace off-policy targets (Espeholt et al. 2018, "IMPALA", arXiv:1802.01561, eq. 1).
 
     values [T, B] = V(x_t); bootstrap_value [B] = V(x_T); rewards [T, B] = r_t;
@@ -86,8 +101,9 @@ def vtrace(values, bootstrap_value, rewards, discounts, log_rhos, *, lambda_=1.0
     shape = values.shape
     for name, x in (("rewards", rewards), ("discounts", discounts), ("log_rhos", log_rhos)):
         if x.shape != shape:
-            raise ValueError(f"vtrace: {name} {x.shape} must have the shape of values {shape} "
-                             "[T, B]")
+            raise ValueError(
+                f"vtrace: {name} {x.shape} must have the shape of values {shape} [T, B]"
+            )
     if bootstrap_value.shape != shape[1:]:
         raise ValueError(f"vtrace: bootstrap_value {bootstrap_value.shape} must be {shape[1:]}")
     rhos = jnp.exp(log_rhos)
@@ -101,8 +117,9 @@ def vtrace(values, bootstrap_value, rewards, discounts, log_rhos, *, lambda_=1.0
         correction = delta_t + discount_t * c_t * correction
         return correction, correction
 
-    _, corrections = jax.lax.scan(backward, jnp.zeros_like(bootstrap_value),
-                                  (deltas, discounts, cs), reverse=True)
+    _, corrections = jax.lax.scan(
+        backward, jnp.zeros_like(bootstrap_value), (deltas, discounts, cs), reverse=True
+    )
     vs = values + corrections
     next_vs = jnp.concatenate([vs[1:], bootstrap_value[None]], axis=0)
     pg_advantages = clip(rhos, clip_pg_rho_threshold) * (rewards + discounts * next_vs - values)
@@ -120,15 +137,17 @@ def nstep_returns(rewards, terminated, truncated, n: int, gamma: float):
     terminated (a truncation still bootstraps, from its final observation).
     """
     if n < 1 or rewards.shape[0] < n:
-        raise ValueError(f"nstep_returns: need n >= 1 and a window of at least n steps, got "
-                         f"n={n} and {rewards.shape[0]} steps")
+        raise ValueError(
+            f"nstep_returns: need n >= 1 and a window of at least n steps, got "
+            f"n={n} and {rewards.shape[0]} steps"
+        )
     T = rewards.shape[0] - (n - 1)
     returns = jnp.zeros(rewards.shape[1:], jnp.float32)[None].repeat(T, 0)
     discounts = jnp.zeros_like(returns)
     offsets = jnp.zeros(returns.shape, jnp.int32)
     alive = jnp.ones(returns.shape, bool)
     for k in range(n):
-        reward, term, trunc = (x[k:k + T] for x in (rewards, terminated, truncated))
+        reward, term, trunc = (x[k : k + T] for x in (rewards, terminated, truncated))
         returns = returns + jnp.where(alive, gamma**k * reward.astype(jnp.float32), 0.0)
         offsets = jnp.where(alive, k, offsets)
         ends = alive & (term | trunc)

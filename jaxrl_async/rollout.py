@@ -40,8 +40,7 @@ class RolloutStart(NamedTuple):
 START = RolloutStart()  # a rollout that no run's clock places (version 0, no steps before)
 
 
-def make_rollout(agent: Agent, env, env_params, shape: PipelineShape,
-                 local_envs: int) -> Callable:
+def make_rollout(agent: Agent, env, env_params, shape: PipelineShape, local_envs: int) -> Callable:
     """rollout(params, env_state, obs, memory, key, start=START) -> (env_state,
     obs, memory, trajectory Transition [T, B, ...], episode stats), T = shape.rollout_len.
 
@@ -70,31 +69,49 @@ def make_rollout(agent: Agent, env, env_params, shape: PipelineShape,
             env_state, obs, memory = carry
             step_key, t = xs
             keys = jax.vmap(jax.random.split)(env_keys(step_key, local_envs))
-            clock = ActorClock(start.env_steps + t * num_envs, env_index(local_envs),
-                               num_envs)
+            clock = ActorClock(start.env_steps + t * num_envs, env_index(local_envs), num_envs)
             seen = env.observe(env_state, obs)
             agent_carry, action, extras = agent.act_carried(
-                params, None if memory is None else memory.carry, seen,
-                None if memory is None else memory.episode_start, keys[:, 0], clock)
+                params,
+                None if memory is None else memory.carry,
+                seen,
+                None if memory is None else memory.episode_start,
+                keys[:, 0],
+                clock,
+            )
             next_obs, env_state, reward, terminated, truncated, info = env.step(
-                keys[:, 1], env_state, action, env_params)
+                keys[:, 1], env_state, action, env_params
+            )
             final_obs = info["final_observation"]
             if not store_raw:  # normalised (if at all) with this step's statistics
                 obs, final_obs = seen, env.observe(env_state, final_obs)
-            transition = Transition(obs, action, reward, terminated, truncated, final_obs,
-                                    extras, jnp.full(reward.shape, start.version, jnp.int32),
-                                    memory)
+            transition = Transition(
+                obs,
+                action,
+                reward,
+                terminated,
+                truncated,
+                final_obs,
+                extras,
+                jnp.full(reward.shape, start.version, jnp.int32),
+                memory,
+            )
             if memory is not None:
                 memory = Memory(agent_carry, terminated | truncated)
             episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
             return (env_state, next_obs, memory), (transition, episodes)
 
         (env_state, obs, memory), (traj, (done, ret, ep_length)) = jax.lax.scan(
-            step, (env_state, obs, memory),
-            (jax.random.split(key, length), jnp.arange(length)), unroll=shape.unroll)
-        stats = {"episodes": done.sum(dtype=jnp.int32),
-                 "episode_return_sum": ret.sum(dtype=jnp.float32),
-                 "episode_length_sum": ep_length.sum(dtype=jnp.float32)}
+            step,
+            (env_state, obs, memory),
+            (jax.random.split(key, length), jnp.arange(length)),
+            unroll=shape.unroll,
+        )
+        stats = {
+            "episodes": done.sum(dtype=jnp.int32),
+            "episode_return_sum": ret.sum(dtype=jnp.float32),
+            "episode_length_sum": ep_length.sum(dtype=jnp.float32),
+        }
         return env_state, obs, memory, traj, jax.lax.psum(stats, AXIS)
 
     return rollout

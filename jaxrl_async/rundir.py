@@ -27,8 +27,17 @@ from jaxrl_async.config import Config, load_config
 from jaxrl_async.errors import ConfigError, UserError
 
 # Evaluation draws its own keys, so its settings do not change training either.
-RESUMABLE = ("train.total_steps", "train.progress", "train.compile_cache", "checkpoint.every",
-             "checkpoint.keep", "eval.every", "eval.episodes", "eval.mode", "eval.max_steps")
+RESUMABLE = (
+    "train.total_steps",
+    "train.progress",
+    "train.compile_cache",
+    "checkpoint.every",
+    "checkpoint.keep",
+    "eval.every",
+    "eval.episodes",
+    "eval.mode",
+    "eval.max_steps",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,9 +107,11 @@ def check_changes(saved_yaml: str, config: Config) -> None:
         if (key, old[key]) in (("pipeline.devices", 0), ("pipeline.placement", "auto")):
             continue  # chosen by the run; resume_config pins its choice
         if key not in RESUMABLE and old.get(key) != new.get(key):
-            raise ConfigError(f"cannot change {key} when resuming (the run has "
-                              f"{old.get(key)!r}, asked for {new.get(key)!r}); resumable: "
-                              f"{', '.join(RESUMABLE)}")
+            raise ConfigError(
+                f"cannot change {key} when resuming (the run has "
+                f"{old.get(key)!r}, asked for {new.get(key)!r}); resumable: "
+                f"{', '.join(RESUMABLE)}"
+            )
 
 
 def resume_point(run_dir: str | Path, config: Config) -> ResumePoint:
@@ -111,12 +122,15 @@ def resume_point(run_dir: str | Path, config: Config) -> ResumePoint:
         saved_yaml, impl = info["config"], info["prng_impl"]
         calls, ticks, seconds = int(info["calls"]), int(info["ticks"]), info["train_seconds"]
     except (KeyError, TypeError, ValueError):
-        raise ckpt.CheckpointError(f"checkpoint {checkpoint_dir(run_dir) / str(step)} lacks "
-                                   f"the trainer's metadata") from None
+        raise ckpt.CheckpointError(
+            f"checkpoint {checkpoint_dir(run_dir) / str(step)} lacks the trainer's metadata"
+        ) from None
     check_changes(saved_yaml, config)
     if impl != config.prng_impl:
-        raise ckpt.CheckpointError(f"the run's keys are {impl} but train.prng resolves to "
-                                   f"{config.prng_impl} here (another device count?)")
+        raise ckpt.CheckpointError(
+            f"the run's keys are {impl} but train.prng resolves to "
+            f"{config.prng_impl} here (another device count?)"
+        )
     return ResumePoint(step, calls, ticks, float(seconds), read_records(run_dir, upto=step))
 
 
@@ -139,8 +153,13 @@ def read_records(run_dir: Path, upto: int) -> list[dict]:
 def write_records(run_dir: Path, records: list[dict]) -> None:
     """Replace metrics.jsonl with `records`, dropping what a session logged after its last
     checkpoint (the resumed session logs those steps again)."""
-    lines = [json.dumps({k: None if isinstance(v, float) and not math.isfinite(v) else v
-                         for k, v in r.items()}) + "\n" for r in records]
+    lines = [
+        json.dumps(
+            {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()}
+        )
+        + "\n"
+        for r in records
+    ]
     write_atomic(Path(run_dir) / "metrics.jsonl", "".join(lines))
 
 

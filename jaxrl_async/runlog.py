@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import jax
 import numpy as np
@@ -39,15 +39,19 @@ def _aggregate(chunk_metrics: dict, env_steps: int, wall: float, sps: float) -> 
     with np.errstate(invalid="ignore", divide="ignore"):
         returns = np.where(episodes > 0, ret_sum / episodes, np.nan)
         lengths = np.where(episodes > 0, len_sum / episodes, np.nan)
-    record = {"env_steps": env_steps, "wall_seconds": wall, "sps": sps,
-              "episodes": int(episodes.sum()),
-              "episode_return": _mean_finite(returns), "episode_length": _mean_finite(lengths)}
+    record = {
+        "env_steps": env_steps,
+        "wall_seconds": wall,
+        "sps": sps,
+        "episodes": int(episodes.sum()),
+        "episode_return": _mean_finite(returns),
+        "episode_length": _mean_finite(lengths),
+    }
     if len(episodes) > 1:
         for k, (ret, length) in enumerate(zip(returns, lengths)):
             record[f"episode_return/seed{k}"] = float(ret)
             record[f"episode_length/seed{k}"] = float(length)
-    record.update({k: float(np.max(v) if k.endswith("_max") else np.mean(v))
-                   for k, v in m.items()})
+    record.update({k: float(np.max(v) if k.endswith("_max") else np.mean(v)) for k, v in m.items()})
     return record
 
 
@@ -61,9 +65,15 @@ class RunLog:
     the progress bar. Times SPS between records; time the loop spends on anything but
     training (evaluating, blocking on a checkpoint) is `excluded` from it."""
 
-    def __init__(self, config: Config, plan: RunPlan, run_dir: Path | None,
-                 callbacks: Sequence[Callable[[dict], None]], main: bool,
-                 points: Sequence[Point] = ()):
+    def __init__(
+        self,
+        config: Config,
+        plan: RunPlan,
+        run_dir: Path | None,
+        callbacks: Sequence[Callable[[dict], None]],
+        main: bool,
+        points: Sequence[Point] = (),
+    ):
         self.records: list[dict] = [] if plan.point is None else list(plan.point.records)
         self.sinks: list = list(callbacks) if main else []
         self._closers: list = []
@@ -81,8 +91,12 @@ class RunLog:
                     rundir.write_records(point.run_dir, records)
             self.point_records.append(records)
             self.point_sinks.append(self._file_sinks(point.run_dir))
-        self.progress = Progress(plan.num_updates * plan.batch, config.train.progress and main,
-                                 desc=config.name, initial=plan.start_call * plan.steps_per_call)
+        self.progress = Progress(
+            plan.num_updates * plan.batch,
+            config.train.progress and main,
+            desc=config.name,
+            initial=plan.start_call * plan.steps_per_call,
+        )
         self._seeds, self._steps_per_call = config.train.num_seeds, plan.steps_per_call
         self._prior = 0.0 if plan.point is None else plan.point.train_seconds
         self.start = self._last = time.perf_counter()
@@ -92,8 +106,10 @@ class RunLog:
         if run_dir is None or not self._main:
             return []
         point = self._plan.point
-        sinks = [JsonlSink(run_dir / "metrics.jsonl"),
-                 TensorBoardSink(run_dir, None if point is None else point.step + 1)]
+        sinks = [
+            JsonlSink(run_dir / "metrics.jsonl"),
+            TensorBoardSink(run_dir, None if point is None else point.step + 1),
+        ]
         self._closers += sinks
         return sinks
 
@@ -109,17 +125,17 @@ class RunLog:
         now = time.perf_counter()
         seconds, wall = max(now - self._last, 1e-9), self.train_seconds(now)
         env_steps = calls * self._steps_per_call
-        record = _aggregate(chunk_metrics, env_steps, wall,
-                            self._seeds * self._steps_per_call / seconds)
+        record = _aggregate(
+            chunk_metrics, env_steps, wall, self._seeds * self._steps_per_call / seconds
+        )
         self._last = now
         record.update(extra or {})
         self.records.append(record)
         emit(self.sinks, record)
         for point, records, sinks in zip(self.points, self.point_records, self.point_sinks):
             runs = len(range(self._seeds)[point.runs])
-            mine = jax.tree.map(lambda x: x[point.runs], chunk_metrics)
-            records.append(_aggregate(mine, env_steps, wall,
-                                      runs * self._steps_per_call / seconds))
+            mine = jax.tree.map(lambda x, runs=point.runs: x[runs], chunk_metrics)
+            records.append(_aggregate(mine, env_steps, wall, runs * self._steps_per_call / seconds))
             emit(sinks, records[-1])
         self.progress.update(record)
 

@@ -63,8 +63,9 @@ class RunPlan:
         return self.ticks * self.batch
 
 
-def plan_run(config: Config, run_dir: Path | None, resume: bool,
-             machine: Machine | None = None) -> RunPlan:
+def plan_run(
+    config: Config, run_dir: Path | None, resume: bool, machine: Machine | None = None
+) -> RunPlan:
     """The run's layout on `machine` (default: this one; a ConfigError if it cannot be laid
     out). A fresh run tiles its updates with one chunk size; a resumed run keeps the chunk
     of its checkpoint (a new total_steps may add or drop host calls)."""
@@ -78,8 +79,10 @@ def plan_run(config: Config, run_dir: Path | None, resume: bool,
     point = rundir.resume_point(run_dir, config)
     if config.num_updates // point.ticks <= point.calls:
         per_call = point.ticks * batch
-        raise UserError(f"nothing to resume: {run_dir} is checkpointed at {point.step:,} env "
-                        f"steps and train.total_steps={config.train.total_steps} adds no host "
-                        f"call of {per_call:,} steps (e.g. train.total_steps="
-                        f"{point.step + per_call})")
+        raise UserError(
+            f"nothing to resume: {run_dir} is checkpointed at {point.step:,} env "
+            f"steps and train.total_steps={config.train.total_steps} adds no host "
+            f"call of {per_call:,} steps (e.g. train.total_steps="
+            f"{point.step + per_call})"
+        )
     return RunPlan(layout, point.ticks, config.num_updates // point.ticks, batch, point)

@@ -28,8 +28,9 @@ def lower_mulhi_on_meshes() -> None:
     from jax._src.interpreters import mlir
     from jax._src.lax import lax as lax_internal
 
-    entry = (mlir._platform_specific_lowerings["cpu"].get(lax_internal.mulhi_p)
-             or mlir._lowerings.get(lax_internal.mulhi_p))
+    entry = mlir._platform_specific_lowerings["cpu"].get(
+        lax_internal.mulhi_p
+    ) or mlir._lowerings.get(lax_internal.mulhi_p)
     if entry is None or not hasattr(lax_internal, "_mulhi_impl"):
         return  # another JAX: nothing known to mend
     native = entry.rule
@@ -58,8 +59,10 @@ def make_mesh(num_devices: int = 0) -> jax.sharding.Mesh:
     devices = jax.devices()
     n = len(devices) if num_devices == 0 else num_devices
     if jax.process_count() > 1 and n != len(devices):
-        raise ValueError(f"asked for {n} devices; a mesh over {jax.process_count()} processes "
-                         f"takes all {len(devices)}")
+        raise ValueError(
+            f"asked for {n} devices; a mesh over {jax.process_count()} processes "
+            f"takes all {len(devices)}"
+        )
     if not 1 <= n <= len(devices):
         raise ValueError(f"asked for {n} devices, {len(devices)} available")
     return jax.make_mesh((n,), (AXIS,), devices=devices[:n])

@@ -55,12 +55,15 @@ def split_meshes(num_devices: int, actor_devices: int):
     lower_mulhi_on_meshes()  # Philox keys in these programs over several devices
     devices = jax.local_devices()[:num_devices]
     actor, learner = devices[:actor_devices], devices[actor_devices:]
-    return (jax.make_mesh((len(actor),), (AXIS,), devices=actor),
-            jax.make_mesh((len(learner),), (AXIS,), devices=learner))
+    return (
+        jax.make_mesh((len(actor),), (AXIS,), devices=actor),
+        jax.make_mesh((len(learner),), (AXIS,), devices=learner),
+    )
 
 
-def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: int,
-                           options: dict | None = None):
+def init_and_compile_split(
+    actor: Pipeline, learner: Pipeline, key, num_ticks: int, options: dict | None = None
+):
     """(initial state, chunk): chunk(state) -> (state, metrics of num_ticks ticks).
 
     `actor` and `learner` are the same pipeline (lag >= 1) built on the two meshes.
@@ -72,8 +75,10 @@ def init_and_compile_split(actor: Pipeline, learner: Pipeline, key, num_ticks: i
     if not offpolicy and actor.mesh.size == 1 and learner.mesh.size == 1:
         return _init_and_compile_one_program(actor, learner, key, num_ticks, options)
     state = _init_split(actor, learner, key, options)
-    tick = functools.partial(replay_tick if offpolicy else async_tick,
-                             halves=_compile_halves(actor, learner, state, options))
+    tick = functools.partial(
+        replay_tick if offpolicy else async_tick,
+        halves=_compile_halves(actor, learner, state, options),
+    )
 
     def chunk(state):
         """num_ticks ticks, dispatched without waiting; metrics as lists per key."""
@@ -94,10 +99,14 @@ def _on(mesh, spec=REPLICATED):
 def _init_split(actor: Pipeline, learner: Pipeline, key, options: dict | None):
     """The initial state: the actor's fields from the actor's init, laid out on its mesh,
     the learner's from the learner's."""
-    state, learner_state = (compile_init(jax.jit(p.init).lower(key), options)(key)
-                            for p in (actor, learner))
-    owned = ("learner", "updates", "replay", "window") if learner.advance is not None else (
-        "learner", "updates", "in_flight", "in_flight_version")
+    state, learner_state = (
+        compile_init(jax.jit(p.init).lower(key), options)(key) for p in (actor, learner)
+    )
+    owned = (
+        ("learner", "updates", "replay", "window")
+        if learner.advance is not None
+        else ("learner", "updates", "in_flight", "in_flight_version")
+    )
     return state.replace(**{name: getattr(learner_state, name) for name in owned})
 
 
@@ -110,70 +119,114 @@ def _compile_halves(actor: Pipeline, learner: Pipeline, state, options: dict | N
     def to_learner(x, spec=REPLICATED):
         return jax.device_put(x, NamedSharding(learner.mesh, spec))
 
-    params, version = jax.tree.map(_on(actor.mesh),
-                                   jax.eval_shape(queue_oldest, state.actor_queue))
+    params, version = jax.tree.map(_on(actor.mesh), jax.eval_shape(queue_oldest, state.actor_queue))
     act_lowered = jax.jit(actor.act).lower(params, version, actor_state(state))
     acted = act_lowered.out_info
     scalar = _on(learner.mesh)
-    lowered = [act_lowered, jax.jit(queue_push, donate_argnums=0).lower(
-        state.actor_queue, params, version), jax.jit(queue_oldest).lower(state.actor_queue)]
+    lowered = [
+        act_lowered,
+        jax.jit(queue_push, donate_argnums=0).lower(state.actor_queue, params, version),
+        jax.jit(queue_oldest).lower(state.actor_queue),
+    ]
     if offpolicy:
-        given = ReplayInputs(scalar(state.env_steps), scalar(version),
-                             jax.tree.map(scalar, learner.obs_stats(state.env_state)),
-                             scalar(acted.learn_key))
-        lowered.append(jax.jit(learner.learn_step, donate_argnums=(0, 2)).lower(
-            state.learner, state.updates, state.replay, state.window, given))
-        lowered.append(jax.jit(learner.advance, donate_argnums=0).lower(
-            state.window, jax.tree.map(_on(learner.mesh, P(None, AXIS)), acted.traj)))
+        given = ReplayInputs(
+            scalar(state.env_steps),
+            scalar(version),
+            jax.tree.map(scalar, learner.obs_stats(state.env_state)),
+            scalar(acted.learn_key),
+        )
+        lowered.append(
+            jax.jit(learner.learn_step, donate_argnums=(0, 2)).lower(
+                state.learner, state.updates, state.replay, state.window, given
+            )
+        )
+        lowered.append(
+            jax.jit(learner.advance, donate_argnums=0).lower(
+                state.window, jax.tree.map(_on(learner.mesh, P(None, AXIS)), acted.traj)
+            )
+        )
     else:
-        lowered.append(jax.jit(learner.learn_step, donate_argnums=0).lower(
-            state.learner, state.updates, state.in_flight, state.in_flight_version,
-            scalar(acted.learn_key)))
+        lowered.append(
+            jax.jit(learner.learn_step, donate_argnums=0).lower(
+                state.learner,
+                state.updates,
+                state.in_flight,
+                state.in_flight_version,
+                scalar(acted.learn_key),
+            )
+        )
     with concurrent.futures.ThreadPoolExecutor(len(lowered)) as pool:  # compiles drop the GIL
         compiled = list(pool.map(lambda lowered: lowered.compile(options), lowered))
     act, push, oldest, learn = compiled[:4]
-    return Halves(act=act, learn=learn, push=push, oldest=oldest, to_actor=to_actor,
-                  to_learner=to_learner, advance=compiled[4] if offpolicy else None,
-                  obs_stats=learner.obs_stats if offpolicy else None)
+    return Halves(
+        act=act,
+        learn=learn,
+        push=push,
+        oldest=oldest,
+        to_actor=to_actor,
+        to_learner=to_learner,
+        advance=compiled[4] if offpolicy else None,
+        obs_stats=learner.obs_stats if offpolicy else None,
+    )
 
 
 # ------------------------------------------------------------------ one-program split
 
 
-def _init_and_compile_one_program(actor: Pipeline, learner: Pipeline, key, num_ticks: int,
-                                  options: dict | None):
+def _init_and_compile_one_program(
+    actor: Pipeline, learner: Pipeline, key, num_ticks: int, options: dict | None
+):
     """(state replicated on both devices, chunk) for one actor and one learner device."""
-    mesh = jax.make_mesh((2,), (PLACE,),
-                         devices=[*actor.mesh.devices.flat, *learner.mesh.devices.flat])
+    mesh = jax.make_mesh(
+        (2,), (PLACE,), devices=[*actor.mesh.devices.flat, *learner.mesh.devices.flat]
+    )
     act, learn = _per_device(actor.local_act), _per_device(actor.local_learn)
 
     def tick(state):
         params, version = queue_oldest(state.actor_queue)
         act_args = (params, version, actor_state(state))
         # the learner's key, as the actor's half splits it (ticks.make_act)
-        learn_args = (state.learner, state.updates, state.in_flight, state.in_flight_version,
-                      jax.random.split(state.key, 3)[2])
+        learn_args = (
+            state.learner,
+            state.updates,
+            state.in_flight,
+            state.in_flight_version,
+            jax.random.split(state.key, 3)[2],
+        )
         impl = jax.random.key_impl(state.key)  # every key of a run is of the run's PRNG
         acted_words = _Words(jax.eval_shape(act, *act_args), impl)
         learned_words = _Words(jax.eval_shape(learn, *learn_args), impl)
         size = max(acted_words.size, learned_words.size)
         # Each device runs one branch; no collective inside a branch, so neither waits there.
-        mine = jax.lax.cond(jax.lax.axis_index(PLACE) == 0,
-                            lambda: acted_words.pack(act(*act_args), size),
-                            lambda: learned_words.pack(learn(*learn_args), size))
+        mine = jax.lax.cond(
+            jax.lax.axis_index(PLACE) == 0,
+            lambda: acted_words.pack(act(*act_args), size),
+            lambda: learned_words.pack(learn(*learn_args), size),
+        )
         both = jax.lax.all_gather(mine, PLACE)  # the tick's one exchange
         acted = acted_words.unpack(both[0])
         learner, updates, metrics = learned_words.unpack(both[1])
         queue = queue_push(state.actor_queue, learner.params, updates)
-        state = state.replace(learner=learner, updates=updates, **acted_fields(acted),
-                              actor_queue=queue, in_flight=acted.traj,
-                              in_flight_version=acted.version)
+        state = state.replace(
+            learner=learner,
+            updates=updates,
+            **acted_fields(acted),
+            actor_queue=queue,
+            in_flight=acted.traj,
+            in_flight_version=acted.version,
+        )
         return state, {**metrics, **acted.stats}
 
-    chunk = jax.shard_map(make_chunk(tick, num_ticks), mesh=mesh, in_specs=(P(),),
-                          out_specs=(P(), P()), check_vma=False)
-    state = jax.device_put(compile_init(jax.jit(actor.init).lower(key), options)(key),
-                           NamedSharding(mesh, P()))
+    chunk = jax.shard_map(
+        make_chunk(tick, num_ticks),
+        mesh=mesh,
+        in_specs=(P(),),
+        out_specs=(P(), P()),
+        check_vma=False,
+    )
+    state = jax.device_put(
+        compile_init(jax.jit(actor.init).lower(key), options)(key), NamedSharding(mesh, P())
+    )
     return jax.block_until_ready(state), compile_chunk(chunk, state, options)
 
 
@@ -183,8 +236,9 @@ def _per_device(f):
     involve no other device."""
 
     def on_one_device(*args):
-        out = jax.vmap(lambda _, *a: f(*a), in_axes=(0, *[None] * len(args)), axis_name=AXIS,
-                       axis_size=1)(jnp.zeros(1), *args)
+        out = jax.vmap(
+            lambda _, *a: f(*a), in_axes=(0, *[None] * len(args)), axis_name=AXIS, axis_size=1
+        )(jnp.zeros(1), *args)
         return jax.tree.map(lambda x: x[0], out)
 
     return on_one_device
@@ -198,9 +252,14 @@ class _Words:
         self.impl = impl
         leaves, self.treedef = jax.tree.flatten(example)
         self.leaves = leaves  # one 32-bit word per element (per word of a key's data)
-        self.sizes = [math.prod(jax.eval_shape(jax.random.key_data, x).shape
-                                if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-                                else x.shape) for x in leaves]
+        self.sizes = [
+            math.prod(
+                jax.eval_shape(jax.random.key_data, x).shape
+                if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+                else x.shape
+            )
+            for x in leaves
+        ]
         self.size = sum(self.sizes)
 
     @staticmethod
@@ -221,15 +280,17 @@ class _Words:
     def unpack(self, flat):
         out, at = [], 0
         for x, n in zip(self.leaves, self.sizes):
-            words, at = flat[at:at + n], at + n
+            words, at = flat[at : at + n], at + n
             if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
                 data = jax.eval_shape(jax.random.key_data, x)
-                out.append(jax.random.wrap_key_data(
-                    jax.lax.bitcast_convert_type(words, data.dtype).reshape(data.shape),
-                    impl=self.impl))
+                out.append(
+                    jax.random.wrap_key_data(
+                        jax.lax.bitcast_convert_type(words, data.dtype).reshape(data.shape),
+                        impl=self.impl,
+                    )
+                )
                 continue
             wide = jnp.float32 if jnp.issubdtype(x.dtype, jnp.floating) else jnp.int32
-            value = jax.lax.bitcast_convert_type(words, wide if x.dtype.itemsize != 4
-                                                 else x.dtype)
+            value = jax.lax.bitcast_convert_type(words, wide if x.dtype.itemsize != 4 else x.dtype)
             out.append(value.astype(x.dtype).reshape(x.shape))
         return jax.tree.unflatten(self.treedef, out)

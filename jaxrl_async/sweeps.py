@@ -58,8 +58,10 @@ class SweepResult:
     def metrics(self, point: int) -> dict[str, np.ndarray]:
         """Point `point`'s records as arrays, one entry per log point (TrainResult.metrics)."""
         records = self.records[point]
-        return {k: np.asarray([r.get(k, math.nan) for r in records])
-                for k in (records[0] if records else {})}
+        return {
+            k: np.asarray([r.get(k, math.nan) for r in records])
+            for k in (records[0] if records else {})
+        }
 
 
 def sweepable(config: Config) -> list[str]:
@@ -110,16 +112,22 @@ class Group:
 def plan(config: Config, grid: dict[str, list]) -> list[Group]:
     """The groups of a sweep, every point's config checked before anything compiles."""
     if not grid:
-        raise ConfigError("a sweep needs at least one key with a list of values, e.g. "
-                          "agent.learning_rate=[1e-4,3e-4]")
+        raise ConfigError(
+            "a sweep needs at least one key with a list of values, e.g. "
+            "agent.learning_rate=[1e-4,3e-4]"
+        )
     if config.pipeline.placement == "split":
-        raise ConfigError("a sweep needs pipeline.placement=fused (its runs are vmapped "
-                          "inside one program)")
+        raise ConfigError(
+            "a sweep needs pipeline.placement=fused (its runs are vmapped inside one program)"
+        )
     config = dataclasses.replace(  # auto: fused, whatever one run alone would get
-        config, pipeline=dataclasses.replace(config.pipeline, placement="fused"))
+        config, pipeline=dataclasses.replace(config.pipeline, placement="fused")
+    )
     if config.eval.every > 0:
-        raise ConfigError("a sweep trains its runs side by side and evaluates none of them: "
-                          "set eval.every=0 (jaxrl-async eval RUN_DIR evaluates afterwards)")
+        raise ConfigError(
+            "a sweep trains its runs side by side and evaluates none of them: "
+            "set eval.every=0 (jaxrl-async eval RUN_DIR evaluates afterwards)"
+        )
     if config.distributed.num_processes > 1:
         raise ConfigError("a sweep runs in one process")
     names = set(sweepable(config))
@@ -130,7 +138,8 @@ def plan(config: Config, grid: dict[str, list]) -> list[Group]:
             raise ConfigError(
                 f"{key} is not sweepable: a sweep varies keys of "
                 f"{', '.join(STRUCTURAL_SECTIONS)} (agent.name aside; seeds are "
-                f"train.num_seeds per point); in one program: {', '.join(sorted(names))}")
+                f"train.num_seeds per point); in one program: {', '.join(sorted(names))}"
+            )
     numeric = {k: v for k, v in grid.items() if k in names}
     structural = {k: v for k, v in grid.items() if k not in names}
     groups = []
@@ -166,8 +175,11 @@ def _short(value) -> str:
 def auc(records: list[dict]) -> float:
     """The mean of the return curve over env steps (trapezoid rule over the log points
     with a finished episode): the area under the curve per env step."""
-    points = [(r["env_steps"], r["episode_return"]) for r in records
-              if r.get("episode_return") is not None and math.isfinite(r["episode_return"])]
+    points = [
+        (r["env_steps"], r["episode_return"])
+        for r in records
+        if r.get("episode_return") is not None and math.isfinite(r["episode_return"])
+    ]
     if not points:
         return math.nan
     if len(points) == 1:
@@ -178,8 +190,11 @@ def auc(records: list[dict]) -> float:
 
 def seed_finals(records: list[dict], num_seeds: int) -> list[float]:
     """Each seed's last finite episode return (NaN where none finished)."""
-    keys = ["episode_return"] if num_seeds == 1 else [f"episode_return/seed{k}"
-                                                      for k in range(num_seeds)]
+    keys = (
+        ["episode_return"]
+        if num_seeds == 1
+        else [f"episode_return/seed{k}" for k in range(num_seeds)]
+    )
     finals = []
     for key in keys:
         values = [r[key] for r in records if r.get(key) is not None and math.isfinite(r[key])]
@@ -187,26 +202,33 @@ def seed_finals(records: list[dict], num_seeds: int) -> list[float]:
     return finals
 
 
-def point_summary(overrides: dict, records: list[dict], group_summary: dict, seeds: int,
-                  runs: int) -> dict:
+def point_summary(
+    overrides: dict, records: list[dict], group_summary: dict, seeds: int, runs: int
+) -> dict:
     """A point's summary.json: its own returns, the group's timings, its share of the SPS."""
     finals = seed_finals(records, seeds)
     finite = [f for f in finals if math.isfinite(f)]
-    return {**group_summary, "num_seeds": seeds, "overrides": overrides,
-            "sps": group_summary["sps"] * seeds / runs,
-            "final_return": float(np.mean(finite)) if finite else None,
-            "final_return_seeds": [None if math.isnan(f) else f for f in finals]
-            if seeds > 1 else None}
+    return {
+        **group_summary,
+        "num_seeds": seeds,
+        "overrides": overrides,
+        "sps": group_summary["sps"] * seeds / runs,
+        "final_return": float(np.mean(finite)) if finite else None,
+        "final_return_seeds": [None if math.isnan(f) else f for f in finals] if seeds > 1 else None,
+    }
 
 
 def table_row(overrides: dict, records: list[dict], seeds: int, run_dir: str) -> dict:
     finals = seed_finals(records, seeds)
     finite = np.asarray([f for f in finals if math.isfinite(f)])
-    return {"overrides": overrides,
-            "final_return_mean": float(finite.mean()) if finite.size else None,
-            "final_return_std": float(finite.std()) if finite.size else None,
-            "final_return_seeds": [None if math.isnan(f) else f for f in finals],
-            "auc": _none_if_nan(auc(records)), "run_dir": run_dir}
+    return {
+        "overrides": overrides,
+        "final_return_mean": float(finite.mean()) if finite.size else None,
+        "final_return_std": float(finite.std()) if finite.size else None,
+        "final_return_seeds": [None if math.isnan(f) else f for f in finals],
+        "auc": _none_if_nan(auc(records)),
+        "run_dir": run_dir,
+    }
 
 
 def _none_if_nan(x: float):
@@ -214,8 +236,10 @@ def _none_if_nan(x: float):
 
 
 def best_point(rows: list[dict]) -> int | None:
-    means = [(-math.inf if r["final_return_mean"] is None else r["final_return_mean"], -i)
-             for i, r in enumerate(rows)]
+    means = [
+        (-math.inf if r["final_return_mean"] is None else r["final_return_mean"], -i)
+        for i, r in enumerate(rows)
+    ]
     return -max(means)[1] if means and max(means)[0] > -math.inf else None
 
 
@@ -228,12 +252,18 @@ def format_table(rows: list[dict], best: int | None) -> str:
         mean, std = r["final_return_mean"], r["final_return_std"]
         ret = "-" if mean is None else f"{mean:.1f} ± {std:.1f}"
         area = "-" if r["auc"] is None else f"{r['auc']:.1f}"
-        body.append([_short(r["overrides"][k]) for k in keys] + [ret, area]
-                    + (["<- best"] if i == best else []))
+        body.append(
+            [_short(r["overrides"][k]) for k in keys]
+            + [ret, area]
+            + (["<- best"] if i == best else [])
+        )
     widths = [max(len(str(row[c])) for row in [head, *body]) for c in range(len(head))]
     lines = ["  ".join(str(c).rjust(w) for c, w in zip(head, widths))]
-    lines += ["  ".join(str(c).rjust(w) for c, w in zip(row, widths))
-              + ("  " + row[-1] if len(row) > len(head) else "") for row in body]
+    lines += [
+        "  ".join(str(c).rjust(w) for c, w in zip(row, widths))
+        + ("  " + row[-1] if len(row) > len(head) else "")
+        for row in body
+    ]
     return "\n".join(lines)
 
 
@@ -249,9 +279,15 @@ class _Session:
     resume: bool = False
 
 
-def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None = None,
-          env=None, env_params=None,
-          callbacks: Sequence[Callable[[dict], None]] = ()) -> SweepResult:
+def sweep(
+    config: Config,
+    grid: dict[str, list],
+    *,
+    sweep_dir: str | Path | None = None,
+    env=None,
+    env_params=None,
+    callbacks: Sequence[Callable[[dict], None]] = (),
+) -> SweepResult:
     """Train the grid's points x `config.train.num_seeds` seeds; write to `sweep_dir` if
     given. `grid` maps keys to lists of values ({"agent.learning_rate": [1e-4, 3e-4]}).
     `callbacks` get each group's log records (all its runs), as train()'s do.
@@ -267,10 +303,15 @@ def sweep(config: Config, grid: dict[str, list], *, sweep_dir: str | Path | None
         if sweep_dir.exists() and any(sweep_dir.iterdir()):
             raise UserError(f"sweep directory {sweep_dir} exists and is not empty")
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        rundir.write_atomic(sweep_dir / "sweep.yaml", yaml.safe_dump(
-            {"grid": grid, "config": yaml.safe_load(config.to_yaml())}, sort_keys=False))
-    return _run(groups, config.train.num_seeds,
-                _Session(sweep_dir, env, env_params, tuple(callbacks)))
+        rundir.write_atomic(
+            sweep_dir / "sweep.yaml",
+            yaml.safe_dump(
+                {"grid": grid, "config": yaml.safe_load(config.to_yaml())}, sort_keys=False
+            ),
+        )
+    return _run(
+        groups, config.train.num_seeds, _Session(sweep_dir, env, env_params, tuple(callbacks))
+    )
 
 
 def _run(groups: list[Group], seeds: int, session: _Session) -> SweepResult:
@@ -292,8 +333,9 @@ def _run(groups: list[Group], seeds: int, session: _Session) -> SweepResult:
             group_summary, point_records = result.summary, result.point_records
             states.append(result.state)
         for i, (overrides, recs) in enumerate(zip(group.points, point_records)):
-            summary = point_summary(overrides, recs, group_summary, seeds,
-                                    len(group.points) * seeds)
+            summary = point_summary(
+                overrides, recs, group_summary, seeds, len(group.points) * seeds
+            )
             if dirs[i] is not None and not done:
                 (dirs[i] / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
             rows.append(table_row(overrides, recs, seeds, names[i]))
@@ -302,8 +344,9 @@ def _run(groups: list[Group], seeds: int, session: _Session) -> SweepResult:
         first += len(group.points)
     best = best_point(rows)
     if sweep_dir is not None:
-        rundir.write_atomic(sweep_dir / "sweep.json", json.dumps(
-            {"points": rows, "best": best}, indent=2) + "\n")
+        rundir.write_atomic(
+            sweep_dir / "sweep.json", json.dumps({"points": rows, "best": best}, indent=2) + "\n"
+        )
     return SweepResult(rows, best, records, summaries, sweep_dir, states)
 
 
@@ -323,18 +366,30 @@ def _train_group(group: Group, dirs, group_dir, seeds: int, session: _Session):
     runs = len(group.points) * seeds
     run_group = trainer.RunGroup(
         seeds=tuple(group.config.train.seed + s for _ in group.points for s in range(seeds)),
-        hparams={} if runs == 1 else {
+        hparams={}
+        if runs == 1
+        else {
             k.split(".", 1)[1]: tuple(float(p[k]) for p in group.points for _ in range(seeds))
-            for k in numeric},
-        points=tuple(trainer.Point(slice(i * seeds, (i + 1) * seeds), d)
-                     for i, d in enumerate(dirs)))
+            for k in numeric
+        },
+        points=tuple(
+            trainer.Point(slice(i * seeds, (i + 1) * seeds), d) for i, d in enumerate(dirs)
+        ),
+    )
     try:
-        return trainer.train(group.config, env=session.env, env_params=session.env_params,
-                             run_dir=group_dir, callbacks=session.callbacks, resume=resuming,
-                             group=run_group)
+        return trainer.train(
+            group.config,
+            env=session.env,
+            env_params=session.env_params,
+            run_dir=group_dir,
+            callbacks=session.callbacks,
+            resume=resuming,
+            group=run_group,
+        )
     except TrainingInterrupted as e:
-        raise TrainingInterrupted(e.env_steps, session.sweep_dir if e.run_dir is not None
-                                  else None) from None
+        raise TrainingInterrupted(
+            e.env_steps, session.sweep_dir if e.run_dir is not None else None
+        ) from None
 
 
 def default_sweep_dir(config: Config, root: str | Path = "runs") -> Path:
@@ -357,8 +412,13 @@ def _has_checkpoint(group_dir: Path) -> bool:
     return checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())
 
 
-def resume_sweep(sweep_dir: str | Path, *, env=None, env_params=None,
-                 callbacks: Sequence[Callable[[dict], None]] = ()) -> SweepResult:
+def resume_sweep(
+    sweep_dir: str | Path,
+    *,
+    env=None,
+    env_params=None,
+    callbacks: Sequence[Callable[[dict], None]] = (),
+) -> SweepResult:
     """Continue the sweep in `sweep_dir`: finished groups are read back, the interrupted one
     resumes from its checkpoint, the rest train."""
     from jaxrl_async.config import load_config
@@ -376,5 +436,8 @@ def resume_sweep(sweep_dir: str | Path, *, env=None, env_params=None,
     config_path.parent.mkdir(exist_ok=True)
     rundir.write_atomic(config_path, yaml.safe_dump(tree, sort_keys=False))
     config = dataclasses.replace(load_config(config_path), name=tree.get("name", "custom"))
-    return _run(plan(config, grid), config.train.num_seeds,
-                _Session(sweep_dir, env, env_params, tuple(callbacks), resume=True))
+    return _run(
+        plan(config, grid),
+        config.train.num_seeds,
+        _Session(sweep_dir, env, env_params, tuple(callbacks), resume=True),
+    )

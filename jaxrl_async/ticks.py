@@ -77,10 +77,24 @@ def make_act(rollout: Callable, tick_steps: int) -> Callable:
     def act(params, version, actor: ActorState) -> Acted:
         key, rollout_key, learn_key = jax.random.split(actor.key, 3)
         env_state, obs, memory, traj, stats = rollout(
-            params, actor.env_state, actor.obs, actor.memory, rollout_key,
-            RolloutStart(version, actor.env_steps))
-        return Acted(env_state, obs, memory, key, actor.env_steps + tick_steps, traj, version,
-                     stats, learn_key)
+            params,
+            actor.env_state,
+            actor.obs,
+            actor.memory,
+            rollout_key,
+            RolloutStart(version, actor.env_steps),
+        )
+        return Acted(
+            env_state,
+            obs,
+            memory,
+            key,
+            actor.env_steps + tick_steps,
+            traj,
+            version,
+            stats,
+            learn_key,
+        )
 
     return act
 
@@ -105,10 +119,14 @@ def make_learn(agent: Agent, max_staleness: int) -> Callable:
         learner, metrics = agent.learn(learner_state, traj, key)
         updated = jnp.bool_(True) if max_staleness < 0 else staleness <= max_staleness
         if max_staleness >= 0:
-            learner = jax.tree.map(lambda new, old: jnp.where(updated, new, old),
-                                   learner, learner_state)
-        metrics = {**metrics, **lag_metrics(staleness),
-                   "skipped_updates": 1.0 - updated.astype(jnp.float32)}
+            learner = jax.tree.map(
+                lambda new, old: jnp.where(updated, new, old), learner, learner_state
+            )
+        metrics = {
+            **metrics,
+            **lag_metrics(staleness),
+            "skipped_updates": 1.0 - updated.astype(jnp.float32),
+        }
         return learner, updates + updated.astype(jnp.int32), metrics
 
     return learn
@@ -134,7 +152,8 @@ def make_replay_learn(stage, agent_learn: Callable, observe: Callable) -> Callab
         def learn_seen(learner, sample, key):
             items = sample.items._replace(
                 obs=observe(given.obs_stats, sample.items.obs),
-                next_obs=observe(given.obs_stats, sample.items.next_obs))
+                next_obs=observe(given.obs_stats, sample.items.next_obs),
+            )
             return agent_learn(learner, sample._replace(items=items), key)
 
         # The replay keeps its leading device axis (of 1 here) from the state in to the
@@ -144,11 +163,14 @@ def make_replay_learn(stage, agent_learn: Callable, observe: Callable) -> Callab
         # XLA updated each view separately, copying every replay array about three
         # times a tick (SAC, 1e5 slots: 2.3x slower).
         replay = jax.vmap(stage.store, in_axes=(0, None))(replay, window)
-        learner, replay, metrics, learned = stage.learn(learn_seen, learner, replay,
-                                                        given.env_steps, given.key,
-                                                        stacked=True)
-        metrics = {**metrics, **lag_metrics(updates - given.version),
-                   "learning": learned.astype(jnp.float32)}
+        learner, replay, metrics, learned = stage.learn(
+            learn_seen, learner, replay, given.env_steps, given.key, stacked=True
+        )
+        metrics = {
+            **metrics,
+            **lag_metrics(updates - given.version),
+            "learning": learned.astype(jnp.float32),
+        }
         return learner, updates + learned.astype(jnp.int32), replay, metrics
 
     return learn
@@ -179,8 +201,9 @@ def make_sync_tick(act: Callable, learn: Callable) -> Callable:
 
     def tick(state: PipelineState):
         acted = act(state.learner.params, state.updates, actor_state(state))
-        learner, updates, metrics = learn(state.learner, state.updates, acted.traj,
-                                          acted.version, acted.learn_key)
+        learner, updates, metrics = learn(
+            state.learner, state.updates, acted.traj, acted.version, acted.learn_key
+        )
         state = state.replace(learner=learner, updates=updates, **acted_fields(acted))
         return state, {**metrics, **acted.stats}
 
@@ -195,14 +218,22 @@ def async_tick(state: PipelineState, halves: Halves):
     to_actor, to_learner = halves.to_actor, halves.to_learner
     params, version = halves.oldest(state.actor_queue)
     acted = halves.act(params, version, actor_state(state))
-    learner, updates, metrics = halves.learn(state.learner, state.updates, state.in_flight,
-                                             state.in_flight_version,
-                                             to_learner(acted.learn_key, P()))
+    learner, updates, metrics = halves.learn(
+        state.learner,
+        state.updates,
+        state.in_flight,
+        state.in_flight_version,
+        to_learner(acted.learn_key, P()),
+    )
     queue = halves.push(state.actor_queue, to_actor(learner.params), to_actor(updates))
     state = state.replace(
-        learner=learner, updates=updates, **acted_fields(acted), actor_queue=queue,
+        learner=learner,
+        updates=updates,
+        **acted_fields(acted),
+        actor_queue=queue,
         in_flight=to_learner(acted.traj, P(None, AXIS)),
-        in_flight_version=to_learner(acted.version, P()))
+        in_flight_version=to_learner(acted.version, P()),
+    )
     return state, {**metrics, **acted.stats}
 
 
@@ -218,27 +249,41 @@ def replay_tick(state: PipelineState, halves: Halves):
     from the newest data)."""
     to_actor, to_learner = halves.to_actor, halves.to_learner
     queue = state.actor_queue
-    params, version = ((state.learner.params, state.updates) if queue is None  # lag 0
-                       else halves.oldest(queue))
+    params, version = (
+        (state.learner.params, state.updates)
+        if queue is None  # lag 0
+        else halves.oldest(queue)
+    )
     acted = halves.act(params, version, actor_state(state))
     if queue is not None:  # the parameters this tick started from join the queue
         queue = halves.push(queue, to_actor(state.learner.params), to_actor(state.updates))
-    given = ReplayInputs(to_learner(state.env_steps, P()), to_learner(version, P()),
-                         to_learner(halves.obs_stats(state.env_state), P()),
-                         to_learner(acted.learn_key, P()))
-    learner, updates, replay, metrics = halves.learn(state.learner, state.updates,
-                                                     state.replay, state.window, given)
+    given = ReplayInputs(
+        to_learner(state.env_steps, P()),
+        to_learner(version, P()),
+        to_learner(halves.obs_stats(state.env_state), P()),
+        to_learner(acted.learn_key, P()),
+    )
+    learner, updates, replay, metrics = halves.learn(
+        state.learner, state.updates, state.replay, state.window, given
+    )
     state = state.replace(
-        learner=learner, updates=updates, **acted_fields(acted), actor_queue=queue, replay=replay,
-        window=halves.advance(state.window, to_learner(acted.traj, P(None, AXIS))))
+        learner=learner,
+        updates=updates,
+        **acted_fields(acted),
+        actor_queue=queue,
+        replay=replay,
+        window=halves.advance(state.window, to_learner(acted.traj, P(None, AXIS))),
+    )
     return state, {**metrics, **acted.stats}
 
 
-def make_replay_tick(act: Callable, learn: Callable, advance: Callable,
-                     obs_stats: Callable) -> Callable:
+def make_replay_tick(
+    act: Callable, learn: Callable, advance: Callable, obs_stats: Callable
+) -> Callable:
     """Off-policy agents in one program (fused placement), any lag."""
-    return functools.partial(replay_tick, halves=Halves(act, learn, advance=advance,
-                                                        obs_stats=obs_stats))
+    return functools.partial(
+        replay_tick, halves=Halves(act, learn, advance=advance, obs_stats=obs_stats)
+    )
 
 
 def make_chunk(tick, num_ticks: int):

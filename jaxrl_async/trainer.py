@@ -16,8 +16,9 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -84,20 +85,26 @@ def build(config: Config, plan: RunPlan, env=None, env_params=None) -> Built:
     if layout.placement == "split":
         actor_mesh, learner_mesh = split_meshes(layout.devices, layout.actor_devices)
         pipeline, _ = build_pipeline(config, env, env_params, plan.num_updates, actor_mesh)
-        learner_pipeline, agent = build_pipeline(config, env, env_params, plan.num_updates,
-                                                 learner_mesh)
+        learner_pipeline, agent = build_pipeline(
+            config, env, env_params, plan.num_updates, learner_mesh
+        )
         devices = [*actor_mesh.devices.flat, *learner_mesh.devices.flat]
     else:
-        pipeline, agent = build_pipeline(config, env, env_params, plan.num_updates,
-                                         make_mesh(layout.devices))
+        pipeline, agent = build_pipeline(
+            config, env, env_params, plan.num_updates, make_mesh(layout.devices)
+        )
         devices = list(pipeline.mesh.devices.flat)
         if config.train.num_seeds > 1:  # seeds side by side in one program
             pipeline = vmap_seeds(pipeline)
     # Evaluation of the learner's parameters on separate envs between host calls; its
     # own keys, so training does not change with it.
-    evaluation = (Evaluation(config, agent, env, env_params,
-                             device=devices[0] if jax.process_count() == 1 else None)
-                  if config.eval.every > 0 else None)
+    evaluation = (
+        Evaluation(
+            config, agent, env, env_params, device=devices[0] if jax.process_count() == 1 else None
+        )
+        if config.eval.every > 0
+        else None
+    )
     return Built(pipeline, learner_pipeline, agent, devices, evaluation)
 
 
@@ -111,8 +118,9 @@ class Started:
     cache_misses: int
 
 
-def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None,
-          group: RunGroup | None = None) -> Started:
+def start(
+    config: Config, plan: RunPlan, built: Built, run_dir: Path | None, group: RunGroup | None = None
+) -> Started:
     """Compile the chunk (and the evaluation, in a worker thread), then init the state,
     or restore it from the checkpoint of a resumed run into a fresh state's layout."""
     compile_start = time.perf_counter()
@@ -121,13 +129,18 @@ def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None,
         built.evaluation.start_compile()  # in a worker thread, next to the training program
     options = DETERMINISTIC_OPTIONS if config.train.deterministic else None
     num_seeds = config.train.num_seeds
-    key = (jax.random.key(config.train.seed, impl=config.prng_impl) if num_seeds == 1
-           else seed_keys(config.train.seed, num_seeds, config.prng_impl,
-                          None if group is None else group.seeds))
+    key = (
+        jax.random.key(config.train.seed, impl=config.prng_impl)
+        if num_seeds == 1
+        else seed_keys(
+            config.train.seed, num_seeds, config.prng_impl, None if group is None else group.seeds
+        )
+    )
     restore_seconds = 0.0
     if plan.layout.placement == "split":
-        state, chunk = init_and_compile_split(built.pipeline, built.learner_pipeline, key,
-                                              plan.ticks, options)
+        state, chunk = init_and_compile_split(
+            built.pipeline, built.learner_pipeline, key, plan.ticks, options
+        )
     elif plan.point is None:
         state, chunk = init_and_compile(built.pipeline, key, plan.ticks, options)
         if group is not None:
@@ -146,8 +159,14 @@ def start(config: Config, plan: RunPlan, built: Built, run_dir: Path | None,
             rundir.write_records(run_dir, plan.point.records)
     if built.evaluation is not None:
         built.evaluation.wait_compiled()
-    return Started(state, chunk, time.perf_counter() - compile_start - restore_seconds,
-                   restore_seconds, CACHE.hits - hits, CACHE.misses - misses)
+    return Started(
+        state,
+        chunk,
+        time.perf_counter() - compile_start - restore_seconds,
+        restore_seconds,
+        CACHE.hits - hits,
+        CACHE.misses - misses,
+    )
 
 
 def with_hparams(state, hparams: dict[str, Sequence[float]]):
@@ -156,10 +175,13 @@ def with_hparams(state, hparams: dict[str, Sequence[float]]):
     current = state.learner.hparams
     unknown = sorted(set(hparams) - set(current))
     if unknown:
-        raise UserError(f"not sweepable: {', '.join(unknown)} (sweepable: "
-                        f"{', '.join(sorted(current))})")
-    new = {k: jax.device_put(np.asarray(v, np.float32), current[k].sharding)
-           for k, v in hparams.items()}
+        raise UserError(
+            f"not sweepable: {', '.join(unknown)} (sweepable: {', '.join(sorted(current))})"
+        )
+    new = {
+        k: jax.device_put(np.asarray(v, np.float32), current[k].sharding)
+        for k, v in hparams.items()
+    }
     return state.replace(learner=state.learner.replace(hparams={**current, **new}))
 
 
@@ -207,8 +229,12 @@ def run_loop(run: Run, log: RunLog, saver: ckpt.Checkpointer | None):
         for call in range(plan.start_call, plan.num_calls + 1):
             stop = distributed.any_process(interrupted())  # all processes stop together
             last = call == plan.num_calls
-            if evaluation is not None and pending is not None and not stop and (
-                    last or _due(config.eval.every, call, steps_per_call)):
+            if (
+                evaluation is not None
+                and pending is not None
+                and not stop
+                and (last or _due(config.eval.every, call, steps_per_call))
+            ):
                 spent = evaluation.seconds
                 evaluated = evaluation(state, call * steps_per_call)
                 log.exclude(evaluation.seconds - spent)
@@ -218,16 +244,20 @@ def run_loop(run: Run, log: RunLog, saver: ckpt.Checkpointer | None):
                     # Periodic saves finish writing in the background while training goes
                     # on; the last one (the end, or an interrupt) is waited for.
                     save_start = time.perf_counter()
-                    saver.save(call * steps_per_call, state, _checkpoint_meta(
-                        run, call, log.train_seconds(save_start)),
-                        wait=stop or last)
+                    saver.save(
+                        call * steps_per_call,
+                        state,
+                        _checkpoint_meta(run, call, log.train_seconds(save_start)),
+                        wait=stop or last,
+                    )
                     blocked = time.perf_counter() - save_start
                     checkpoint_seconds += blocked
                     log.exclude(blocked)
                     saved = call
             if stop:
-                raise TrainingInterrupted(call * steps_per_call,
-                                          run.run_dir if saved == call else None)
+                raise TrainingInterrupted(
+                    call * steps_per_call, run.run_dir if saved == call else None
+                )
             if last:
                 break
             state, metrics = chunk(state)  # dispatched; runs while we log the last one
@@ -253,20 +283,23 @@ def summarize(run: Run, log: RunLog, times: LoopTimes, env_name: str, wall_start
         "env_steps": env_steps,
         "updates": plan.num_updates,
         # Env steps of all seeds per second.
-        "sps": num_seeds * trained
-        / (times.loop_seconds - eval_seconds - times.checkpoint_seconds),
+        "sps": num_seeds * trained / (times.loop_seconds - eval_seconds - times.checkpoint_seconds),
         "num_seeds": num_seeds,
         "resumed_from": None if plan.point is None else plan.point.step,
         "final_return": returns[-1] if returns else None,  # the mean over seeds
-        "final_return_seeds": [_last_finite(records, f"episode_return/seed{k}")
-                               for k in range(num_seeds)] if num_seeds > 1 else None,
+        "final_return_seeds": [
+            _last_finite(records, f"episode_return/seed{k}") for k in range(num_seeds)
+        ]
+        if num_seeds > 1
+        else None,
         "compile_seconds": started.compile_seconds,
         "restore_seconds": started.restore_seconds,
         # The loop blocked on checkpoint saves (in train_seconds, not in sps).
         "checkpoint_seconds": times.checkpoint_seconds,
         # The final evaluation's mean return; evaluating took eval_seconds (in
         # train_seconds, not in sps) and compiling eval_compile_seconds (in compile_seconds).
-        "eval_return_mean": None if evaluation is None or evaluation.last is None
+        "eval_return_mean": None
+        if evaluation is None or evaluation.last is None
         else evaluation.last["eval_return_mean"],
         "eval_seconds": eval_seconds,
         "eval_compile_seconds": 0.0 if evaluation is None else evaluation.compile_seconds,
@@ -289,9 +322,16 @@ def _last_finite(records: list[dict], key: str):
     return values[-1] if values else None
 
 
-def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | None = None,
-          callbacks: Sequence[Callable[[dict], None]] = (), resume: bool = False,
-          group: RunGroup | None = None) -> TrainResult:
+def train(
+    config: Config,
+    *,
+    env=None,
+    env_params=None,
+    run_dir: str | Path | None = None,
+    callbacks: Sequence[Callable[[dict], None]] = (),
+    resume: bool = False,
+    group: RunGroup | None = None,
+) -> TrainResult:
     """Train `config` (on `env` if given, any gymnax-API env); write to `run_dir` if given.
 
     `resume=True` continues the run in `run_dir` from its latest checkpoint (the config
@@ -320,8 +360,11 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
         (run_dir / "config.yaml").write_text(config.to_yaml())
     run = Run(config, plan, built, start(config, plan, built, run_dir, group), run_dir)
 
-    saver = None if run_dir is None else ckpt.Checkpointer(
-        rundir.checkpoint_dir(run_dir), config.checkpoint.keep, write=main)
+    saver = (
+        None
+        if run_dir is None
+        else ckpt.Checkpointer(rundir.checkpoint_dir(run_dir), config.checkpoint.keep, write=main)
+    )
     log = RunLog(config, plan, run_dir, callbacks, main, () if group is None else group.points)
     try:
         state, times = run_loop(run, log, saver)
@@ -335,8 +378,9 @@ def train(config: Config, *, env=None, env_params=None, run_dir: str | Path | No
     return _finish(run, log, state, summary, main, group)
 
 
-def _finish(run: Run, log: RunLog, state, summary: dict, main: bool,
-            group: RunGroup | None) -> TrainResult:
+def _finish(
+    run: Run, log: RunLog, state, summary: dict, main: bool, group: RunGroup | None
+) -> TrainResult:
     """Write summary.json (process 0), print the closing lines, return the TrainResult."""
     config, built = run.config, run.built
     run_dir = run.run_dir if main else None  # the other processes wrote nothing
@@ -346,18 +390,32 @@ def _finish(run: Run, log: RunLog, state, summary: dict, main: bool,
     log.progress.write(
         f"{config.name}: {summary['env_steps']:,} steps in {summary['wall_seconds']:.1f}s "
         f"(compile {run.started.compile_seconds:.1f}s), {summary['sps']:,.0f} SPS, "
-        f"final return {final}" + (f" -> {run_dir}" if run_dir else ""))
+        f"final return {final}" + (f" -> {run_dir}" if run_dir else "")
+    )
     if config.pipeline.devices == 0 and jax.device_count() > 1:
-        log.progress.write(f"devices: {len(built.devices)} of {jax.device_count()} "
-                           f"({summary['device_choice']}); placement {summary['placement']}")
+        log.progress.write(
+            f"devices: {len(built.devices)} of {jax.device_count()} "
+            f"({summary['device_choice']}); placement {summary['placement']}"
+        )
     records = log.records
     metrics = {k: np.asarray([r[k] for r in records]) for k in (records[0] if records else {})}
-    return TrainResult(state=state, metrics=metrics, summary=summary, run_dir=run_dir,
-                       point_records=None if group is None else log.point_records)
+    return TrainResult(
+        state=state,
+        metrics=metrics,
+        summary=summary,
+        run_dir=run_dir,
+        point_records=None if group is None else log.point_records,
+    )
 
 
-def resume(run_dir: str | Path, overrides: Sequence[str] = (), *, env=None, env_params=None,
-           callbacks: Sequence[Callable[[dict], None]] = ()) -> TrainResult:
+def resume(
+    run_dir: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    env=None,
+    env_params=None,
+    callbacks: Sequence[Callable[[dict], None]] = (),
+) -> TrainResult:
     """Continue the run in `run_dir` from its latest checkpoint, in the same directory.
 
     Reloads RUN_DIR/config.yaml; `overrides` may set only rundir.RESUMABLE keys. With
@@ -369,19 +427,30 @@ def resume(run_dir: str | Path, overrides: Sequence[str] = (), *, env=None, env_
     checkpoint and appended to; summary.json is rewritten at the end.
     """
     config = rundir.resume_config(run_dir, overrides)
-    return train(config, env=env, env_params=env_params, run_dir=run_dir, callbacks=callbacks,
-                 resume=True)
+    return train(
+        config, env=env, env_params=env_params, run_dir=run_dir, callbacks=callbacks, resume=True
+    )
 
 
 def _due(every: int, call: int, steps_per_call: int) -> bool:
     """A periodic checkpoint at the first host-call boundary past each multiple of `every`."""
-    return every > 0 and call > 0 and \
-        call * steps_per_call // every > (call - 1) * steps_per_call // every
+    return (
+        every > 0
+        and call > 0
+        and call * steps_per_call // every > (call - 1) * steps_per_call // every
+    )
 
 
 def _checkpoint_meta(run: Run, call: int, train_seconds: float) -> dict:
     config, ticks, layout = run.config, run.plan.ticks, run.plan.layout
-    return {"env_steps": call * ticks * config.batch_size, "calls": call, "ticks": ticks,
-            "train_seconds": train_seconds, "prng_impl": config.prng_impl,
-            "devices": layout.devices, "placement": layout.placement,
-            "config": config.to_yaml(), "jax_version": jax.__version__}
+    return {
+        "env_steps": call * ticks * config.batch_size,
+        "calls": call,
+        "ticks": ticks,
+        "train_seconds": train_seconds,
+        "prng_impl": config.prng_impl,
+        "devices": layout.devices,
+        "placement": layout.placement,
+        "config": config.to_yaml(),
+        "jax_version": jax.__version__,
+    }

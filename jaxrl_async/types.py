@@ -8,7 +8,8 @@ A recurrent agent's per-env state between steps travels as a `Memory`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp

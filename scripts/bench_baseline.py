@@ -66,21 +66,23 @@ import statistics
 import sys
 import time
 
-import jaxrl_async  # noqa: F401  (sets the project's XLA flags before JAX starts)
+import flax.linen as nn
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
 
-import flax.linen as nn  # noqa: E402
-import gymnax  # noqa: E402
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
+import jaxrl_async
 
 DEFAULT_STEPS = {"ppo": 131_072, "dqn": 100_000, "sac": 5_000}
 TRAINER = {  # the trainer's config and the overrides that match the baseline
     "ppo": ("ppo_cartpole", []),
     "dqn": ("dqn_cartpole", []),
-    "sac": ("sac_pendulum", ["env.num_envs=1", "agent.updates_per_tick=1",
-                             "replay.batch_size=256"]),
+    "sac": (
+        "sac_pendulum",
+        ["env.num_envs=1", "agent.updates_per_tick=1", "replay.batch_size=256"],
+    ),
 }
 
 
@@ -105,8 +107,9 @@ class MLP(nn.Module):
         def dense(n, scale):
             if not self.orthogonal:
                 return nn.Dense(n)
-            return nn.Dense(n, kernel_init=nn.initializers.orthogonal(scale),
-                            bias_init=nn.initializers.zeros)
+            return nn.Dense(
+                n, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros
+            )
 
         for h in self.hidden:
             x = act(dense(h, np.sqrt(2))(x))
@@ -135,8 +138,11 @@ def ring_add(buf, batch):
     n = jax.tree.leaves(batch)[0].shape[0]
     slots = (buf["pos"] + jnp.arange(n)) % capacity
     items = jax.tree.map(lambda b, x: b.at[slots].set(x), buf["items"], batch)
-    return {"items": items, "pos": (buf["pos"] + n) % capacity,
-            "size": jnp.minimum(buf["size"] + n, capacity)}
+    return {
+        "items": items,
+        "pos": (buf["pos"] + n) % capacity,
+        "size": jnp.minimum(buf["size"] + n, capacity),
+    }
 
 
 def ring_sample(buf, key, batch_size):
@@ -156,6 +162,7 @@ def track_episodes(ep_ret, reward, done):
 
 def gae(values, rewards, dones, last_value, gamma, lam):
     """Advantages [T, B]: δ_t = r_t + γ(1-d_t)V_{t+1} - V_t, A_t = δ_t + γλ(1-d_t)A_{t+1}."""
+
     def step(carry, x):
         adv, next_value = carry
         value, reward, done = x
@@ -164,14 +171,31 @@ def gae(values, rewards, dones, last_value, gamma, lam):
         adv = delta + gamma * lam * nonterminal * adv
         return (adv, value), adv
 
-    _, advantages = jax.lax.scan(step, (jnp.zeros_like(last_value), last_value),
-                                 (values, rewards, dones.astype(jnp.float32)), reverse=True)
+    _, advantages = jax.lax.scan(
+        step,
+        (jnp.zeros_like(last_value), last_value),
+        (values, rewards, dones.astype(jnp.float32)),
+        reverse=True,
+    )
     return advantages
 
 
-def make_ppo(total_steps, num_envs=4, num_steps=128, hidden=(64, 64), lr=2.5e-4,
-             gamma=0.99, lam=0.95, clip=0.2, ent_coef=0.01, vf_coef=0.5,
-             max_grad_norm=0.5, epochs=4, minibatches=4, env_name="CartPole-v1"):
+def make_ppo(
+    total_steps,
+    num_envs=4,
+    num_steps=128,
+    hidden=(64, 64),
+    lr=2.5e-4,
+    gamma=0.99,
+    lam=0.95,
+    clip=0.2,
+    ent_coef=0.01,
+    vf_coef=0.5,
+    max_grad_norm=0.5,
+    epochs=4,
+    minibatches=4,
+    env_name="CartPole-v1",
+):
     """PPO: returns (train(key) -> outputs, env steps per update)."""
     env, env_params = gymnax.make(env_name)
     num_actions = env.action_space(env_params).n
@@ -185,13 +209,18 @@ def make_ppo(total_steps, num_envs=4, num_steps=128, hidden=(64, 64), lr=2.5e-4,
     def loss_fn(params, mb):
         log_p = jax.nn.log_softmax(actor.apply(params["actor"], mb["obs"]))
         value = critic.apply(params["critic"], mb["obs"])[:, 0]
-        ratio = jnp.exp(jnp.take_along_axis(log_p, mb["action"][:, None], -1)[:, 0]
-                        - mb["log_prob"])
+        ratio = jnp.exp(
+            jnp.take_along_axis(log_p, mb["action"][:, None], -1)[:, 0] - mb["log_prob"]
+        )
         adv = (mb["adv"] - mb["adv"].mean()) / (mb["adv"].std() + 1e-8)
         pg_loss = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - clip, 1 + clip) * adv).mean()
         v_clipped = mb["value"] + jnp.clip(value - mb["value"], -clip, clip)
-        v_loss = 0.5 * jnp.maximum(jnp.square(value - mb["target"]),
-                                   jnp.square(v_clipped - mb["target"])).mean()
+        v_loss = (
+            0.5
+            * jnp.maximum(
+                jnp.square(value - mb["target"]), jnp.square(v_clipped - mb["target"])
+            ).mean()
+        )
         entropy = -(jnp.exp(log_p) * log_p).sum(-1).mean()
         return pg_loss + vf_coef * v_loss - ent_coef * entropy
 
@@ -202,12 +231,20 @@ def make_ppo(total_steps, num_envs=4, num_steps=128, hidden=(64, 64), lr=2.5e-4,
         action = jax.random.categorical(act_key, logits)
         log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
         value = critic.apply(params["critic"], obs)[:, 0]
-        next_obs, env_state, reward, term, trunc, _ = vec_step(env, env_params, step_key,
-                                                               env_state, action)
+        next_obs, env_state, reward, term, trunc, _ = vec_step(
+            env, env_params, step_key, env_state, action
+        )
         done = term | trunc
         ep_ret, ended = track_episodes(ep_ret, reward, done)
-        step = {"obs": obs, "action": action, "log_prob": log_prob, "value": value,
-                "reward": reward, "done": done, "ended": ended}
+        step = {
+            "obs": obs,
+            "action": action,
+            "log_prob": log_prob,
+            "value": value,
+            "reward": reward,
+            "done": done,
+            "ended": ended,
+        }
         return (params, next_obs, env_state, ep_ret, key), step
 
     def sgd_step(carry, mb):
@@ -219,11 +256,18 @@ def make_ppo(total_steps, num_envs=4, num_steps=128, hidden=(64, 64), lr=2.5e-4,
     def update(carry, _):
         params, opt_state, obs, env_state, ep_ret, key = carry
         (_, obs, env_state, ep_ret, key), traj = jax.lax.scan(
-            env_step, (params, obs, env_state, ep_ret, key), None, num_steps)
+            env_step, (params, obs, env_state, ep_ret, key), None, num_steps
+        )
         last_value = critic.apply(params["critic"], obs)[:, 0]
         adv = gae(traj["value"], traj["reward"], traj["done"], last_value, gamma, lam)
-        data = {"obs": traj["obs"], "action": traj["action"], "log_prob": traj["log_prob"],
-                "value": traj["value"], "adv": adv, "target": adv + traj["value"]}
+        data = {
+            "obs": traj["obs"],
+            "action": traj["action"],
+            "log_prob": traj["log_prob"],
+            "value": traj["value"],
+            "adv": adv,
+            "target": adv + traj["value"],
+        }
         data = jax.tree.map(lambda x: x.reshape(batch, *x.shape[2:]), data)
 
         def epoch(carry, epoch_key):
@@ -232,8 +276,9 @@ def make_ppo(total_steps, num_envs=4, num_steps=128, hidden=(64, 64), lr=2.5e-4,
             return jax.lax.scan(sgd_step, carry, mbs)[0], None
 
         key, epoch_key = jax.random.split(key)
-        (params, opt_state), _ = jax.lax.scan(epoch, (params, opt_state),
-                                              jax.random.split(epoch_key, epochs))
+        (params, opt_state), _ = jax.lax.scan(
+            epoch, (params, opt_state), jax.random.split(epoch_key, epochs)
+        )
         stats = (traj["ended"].sum(), traj["done"].sum())
         return (params, opt_state, obs, env_state, ep_ret, key), stats
 
@@ -251,10 +296,24 @@ def make_ppo(total_steps, num_envs=4, num_steps=128, hidden=(64, 64), lr=2.5e-4,
 # ------------------------------------------------------------------------------ DQN
 
 
-def make_dqn(total_steps, num_envs=10, steps_per_tick=10, updates_per_tick=10,
-             batch_size=128, hidden=(120, 84), lr=2.5e-4, gamma=0.99, target_every=50,
-             eps_start=1.0, eps_end=0.05, eps_decay_steps=250_000, learning_starts=10_000,
-             capacity=10_000, max_grad_norm=10.0, env_name="CartPole-v1"):
+def make_dqn(
+    total_steps,
+    num_envs=10,
+    steps_per_tick=10,
+    updates_per_tick=10,
+    batch_size=128,
+    hidden=(120, 84),
+    lr=2.5e-4,
+    gamma=0.99,
+    target_every=50,
+    eps_start=1.0,
+    eps_end=0.05,
+    eps_decay_steps=250_000,
+    learning_starts=10_000,
+    capacity=10_000,
+    max_grad_norm=10.0,
+    env_name="CartPole-v1",
+):
     """Double DQN with a uniform ring buffer: returns (train(key) -> outputs, env steps
     per tick)."""
     env, env_params = gymnax.make(env_name)
@@ -280,16 +339,25 @@ def make_dqn(total_steps, num_envs=10, steps_per_tick=10, updates_per_tick=10,
         epsilon = eps_start + (eps_end - eps_start) * jnp.minimum(t / eps_decay_steps, 1.0)
         greedy = jnp.argmax(q_net.apply(params, obs), axis=-1)
         explore = jax.random.uniform(coin_key, (num_envs,)) < epsilon
-        action = jnp.where(explore, jax.random.randint(random_key, (num_envs,), 0,
-                                                       num_actions), greedy)
-        next_obs, env_state, reward, term, trunc, info = vec_step(env, env_params, step_key,
-                                                                  env_state, action)
+        action = jnp.where(
+            explore, jax.random.randint(random_key, (num_envs,), 0, num_actions), greedy
+        )
+        next_obs, env_state, reward, term, trunc, info = vec_step(
+            env, env_params, step_key, env_state, action
+        )
         ep_ret, ended = track_episodes(ep_ret, reward, term | trunc)
-        transition = {"obs": obs, "action": action, "reward": reward,
-                      "next_obs": info["final_observation"],
-                      "terminated": term.astype(jnp.float32)}
+        transition = {
+            "obs": obs,
+            "action": action,
+            "reward": reward,
+            "next_obs": info["final_observation"],
+            "terminated": term.astype(jnp.float32),
+        }
         return (params, next_obs, env_state, ep_ret, t + num_envs, key), (
-            transition, ended, term | trunc)
+            transition,
+            ended,
+            term | trunc,
+        )
 
     def learn_step(buf, carry, sample_key):
         params, target_params, opt_state, updates = carry
@@ -297,38 +365,64 @@ def make_dqn(total_steps, num_envs=10, steps_per_tick=10, updates_per_tick=10,
         grads = jax.grad(loss_fn)(params, target_params, batch)
         deltas, opt_state = tx.update(grads, opt_state, params)
         params, updates = optax.apply_updates(params, deltas), updates + 1
-        target_params = jax.tree.map(lambda p, tp: jnp.where(updates % target_every == 0, p, tp),
-                                     params, target_params)
+        target_params = jax.tree.map(
+            lambda p, tp: jnp.where(updates % target_every == 0, p, tp), params, target_params
+        )
         return (params, target_params, opt_state, updates), None
 
     def tick(carry, _):
         params, target_params, opt_state, updates, buf, obs, env_state, ep_ret, t, key = carry
         (_, obs, env_state, ep_ret, t, key), (transitions, ended, done) = jax.lax.scan(
-            env_step, (params, obs, env_state, ep_ret, t, key), None, steps_per_tick)
-        buf = ring_add(buf, jax.tree.map(lambda x: x.reshape(per_tick, *x.shape[2:]),
-                                         transitions))
+            env_step, (params, obs, env_state, ep_ret, t, key), None, steps_per_tick
+        )
+        buf = ring_add(buf, jax.tree.map(lambda x: x.reshape(per_tick, *x.shape[2:]), transitions))
         key, learn_key = jax.random.split(key)
         # The buffer is only read while learning: closed over, not carried through the cond.
         learner = jax.lax.cond(
             t >= learning_starts,
-            lambda c: jax.lax.scan(lambda c, k: learn_step(buf, c, k), c,
-                                   jax.random.split(learn_key, updates_per_tick))[0],
-            lambda c: c, (params, target_params, opt_state, updates))
+            lambda c: jax.lax.scan(
+                lambda c, k: learn_step(buf, c, k), c, jax.random.split(learn_key, updates_per_tick)
+            )[0],
+            lambda c: c,
+            (params, target_params, opt_state, updates),
+        )
         params, target_params, opt_state, updates = learner
-        return (params, target_params, opt_state, updates, buf, obs, env_state, ep_ret, t,
-                key), (ended.sum(), done.sum())
+        return (params, target_params, opt_state, updates, buf, obs, env_state, ep_ret, t, key), (
+            ended.sum(),
+            done.sum(),
+        )
 
     def train(key):
         key, init_key, reset_key = jax.random.split(key, 3)
         obs, env_state = vec_reset(env, env_params, reset_key, num_envs)
         params = q_net.init(init_key, obs)
-        example = {"obs": obs[0], "action": jnp.int32(0), "reward": jnp.float32(0),
-                   "next_obs": obs[0], "terminated": jnp.float32(0)}
-        carry = (params, params, tx.init(params), jnp.int32(0), ring_init(capacity, example),
-                 obs, env_state, jnp.zeros(num_envs), jnp.int32(0), key)
+        example = {
+            "obs": obs[0],
+            "action": jnp.int32(0),
+            "reward": jnp.float32(0),
+            "next_obs": obs[0],
+            "terminated": jnp.float32(0),
+        }
+        carry = (
+            params,
+            params,
+            tx.init(params),
+            jnp.int32(0),
+            ring_init(capacity, example),
+            obs,
+            env_state,
+            jnp.zeros(num_envs),
+            jnp.int32(0),
+            key,
+        )
         carry, (ret_sum, episodes) = jax.lax.scan(tick, carry, None, num_ticks)
-        return {"params": carry[0], "updates": carry[3], "buffer": carry[4],
-                "ret_sum": ret_sum, "episodes": episodes}
+        return {
+            "params": carry[0],
+            "updates": carry[3],
+            "buffer": carry[4],
+            "ret_sum": ret_sum,
+            "episodes": episodes,
+        }
 
     return train, per_tick
 
@@ -342,8 +436,9 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 def squashed_sample(mean, log_std, key):
     """(a = tanh(u) in (-1, 1), log π(a)) for u ~ N(mean, exp(log_std)²), per row."""
     u = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape)
-    log_normal = -0.5 * jnp.square((u - mean) / jnp.exp(log_std)) - log_std - 0.5 * np.log(
-        2 * np.pi)
+    log_normal = (
+        -0.5 * jnp.square((u - mean) / jnp.exp(log_std)) - log_std - 0.5 * np.log(2 * np.pi)
+    )
     # log(1 - tanh(u)²) = 2 (log 2 - u - softplus(-2u)), stable for large |u|
     log_det = 2.0 * (np.log(2.0) - u - jax.nn.softplus(-2.0 * u))
     return jnp.tanh(u), (log_normal - log_det).sum(-1)
@@ -358,8 +453,18 @@ class TwinQ(nn.Module):
         return jnp.stack([MLP(self.hidden, 1)(x)[:, 0], MLP(self.hidden, 1)(x)[:, 0]])
 
 
-def make_sac(total_steps, hidden=(64, 64), lr=1e-3, gamma=0.99, tau=0.005, batch_size=256,
-             learning_starts=1000, capacity=100_000, init_alpha=1.0, env_name="Pendulum-v1"):
+def make_sac(
+    total_steps,
+    hidden=(64, 64),
+    lr=1e-3,
+    gamma=0.99,
+    tau=0.005,
+    batch_size=256,
+    learning_starts=1000,
+    capacity=100_000,
+    init_alpha=1.0,
+    env_name="Pendulum-v1",
+):
     """SAC, one env, one update per env step: returns (train(key) -> outputs, 1)."""
     env, env_params = gymnax.make(env_name)
     space = env.action_space(env_params)
@@ -408,15 +513,26 @@ def make_sac(total_steps, hidden=(64, 64), lr=1e-3, gamma=0.99, tau=0.005, batch
         key, act_key, step_key, learn_key = jax.random.split(key, 4)
         squashed, _ = policy(s["actor"], obs, act_key)
         action = center + half * squashed
-        next_obs, env_state, reward, term, trunc, info = vec_step(env, env_params, step_key,
-                                                                  env_state, action)
-        buf = ring_add(buf, {"obs": obs, "action": action, "reward": reward,
-                             "next_obs": info["final_observation"],
-                             "terminated": term.astype(jnp.float32)})
+        next_obs, env_state, reward, term, trunc, info = vec_step(
+            env, env_params, step_key, env_state, action
+        )
+        buf = ring_add(
+            buf,
+            {
+                "obs": obs,
+                "action": action,
+                "reward": reward,
+                "next_obs": info["final_observation"],
+                "terminated": term.astype(jnp.float32),
+            },
+        )
         t = t + 1
-        s = jax.lax.cond(t >= learning_starts,
-                         lambda s: update(s, ring_sample(buf, learn_key, batch_size), learn_key),
-                         lambda s: s, s)
+        s = jax.lax.cond(
+            t >= learning_starts,
+            lambda s: update(s, ring_sample(buf, learn_key, batch_size), learn_key),
+            lambda s: s,
+            s,
+        )
         ep_ret, ended = track_episodes(ep_ret, reward, term | trunc)
         return (s, buf, next_obs, env_state, ep_ret, t, key), (ended.sum(), (term | trunc).sum())
 
@@ -424,17 +540,24 @@ def make_sac(total_steps, hidden=(64, 64), lr=1e-3, gamma=0.99, tau=0.005, batch
         key, actor_key, critic_key, reset_key = jax.random.split(key, 4)
         obs, env_state = vec_reset(env, env_params, reset_key, 1)
         critic_params = critic.init(critic_key, obs, jnp.zeros((1, action_dim)))
-        s = {"actor": actor.init(actor_key, obs), "critic": critic_params,
-             "target": critic_params, "log_alpha": jnp.float32(np.log(init_alpha))}
+        s = {
+            "actor": actor.init(actor_key, obs),
+            "critic": critic_params,
+            "target": critic_params,
+            "log_alpha": jnp.float32(np.log(init_alpha)),
+        }
         for name in ("actor", "critic", "log_alpha"):
             s[name + "_opt"] = tx.init(s[name])
-        example = {"obs": obs[0], "action": jnp.zeros(action_dim), "reward": jnp.float32(0),
-                   "next_obs": obs[0], "terminated": jnp.float32(0)}
-        carry = (s, ring_init(capacity, example), obs, env_state, jnp.zeros(1), jnp.int32(0),
-                 key)
+        example = {
+            "obs": obs[0],
+            "action": jnp.zeros(action_dim),
+            "reward": jnp.float32(0),
+            "next_obs": obs[0],
+            "terminated": jnp.float32(0),
+        }
+        carry = (s, ring_init(capacity, example), obs, env_state, jnp.zeros(1), jnp.int32(0), key)
         carry, (ret_sum, episodes) = jax.lax.scan(env_step, carry, None, total_steps)
-        return {"state": carry[0], "buffer": carry[1], "ret_sum": ret_sum,
-                "episodes": episodes}
+        return {"state": carry[0], "buffer": carry[1], "ret_sum": ret_sum, "episodes": episodes}
 
     return train, 1
 
@@ -469,8 +592,12 @@ def baseline_run(algo, steps, envs, seed, prng):
     ret_sum, episodes = np.asarray(out["ret_sum"]), np.asarray(out["episodes"])
     env_steps = len(ret_sum) * per_update
     ends = per_update * np.arange(1, len(ret_sum) + 1)
-    return env_steps / seconds, final_return(ends, ret_sum, episodes, env_steps), env_steps, \
-        compile_seconds
+    return (
+        env_steps / seconds,
+        final_return(ends, ret_sum, episodes, env_steps),
+        env_steps,
+        compile_seconds,
+    )
 
 
 def trainer_run(algo, steps, envs, seed, extra=()):
@@ -480,14 +607,22 @@ def trainer_run(algo, steps, envs, seed, extra=()):
     overrides = [*overrides, *extra]
     if algo == "ppo":
         overrides.append(f"env.num_envs={envs}")
-    overrides += [f"train.total_steps={steps}", f"train.seed={seed}",
-                  f"train.log_every={max(1, steps // 10)}",
-                  "train.progress=false", "train.compile_cache=false"]
+    overrides += [
+        f"train.total_steps={steps}",
+        f"train.seed={seed}",
+        f"train.log_every={max(1, steps // 10)}",
+        "train.progress=false",
+        "train.compile_cache=false",
+    ]
     result = jaxrl_async.train(jaxrl_async.load_config(name, overrides))
     s, m = result.summary, result.metrics
     ret_sums = np.nan_to_num(np.asarray(m["episode_return"]) * np.asarray(m["episodes"]))
-    return (s["sps"], final_return(m["env_steps"], ret_sums, m["episodes"], s["env_steps"]),
-            s["env_steps"], s["compile_seconds"])
+    return (
+        s["sps"],
+        final_return(m["env_steps"], ret_sums, m["episodes"], s["env_steps"]),
+        s["env_steps"],
+        s["compile_seconds"],
+    )
 
 
 def spread(xs, fmt="{:,.0f}"):
@@ -496,21 +631,32 @@ def spread(xs, fmt="{:,.0f}"):
 
 def main() -> int:
     doc = __doc__.split("\n\n")
-    parser = argparse.ArgumentParser(description=doc[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=doc[-1])
+    parser = argparse.ArgumentParser(
+        description=doc[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc[-1]
+    )
     parser.add_argument("--algos", default="ppo,dqn,sac")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="env steps per run (default: ppo 131072, or 8 updates if more; "
-                             "dqn 100000; sac 5000)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="env steps per run (default: ppo 131072, or 8 updates if more; dqn 100000; sac 5000)",
+    )
     parser.add_argument("--envs", type=int, default=4, help="PPO envs (env.num_envs)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--baseline-prng", default=None,
-                        help="PRNG impl of the baselines' keys (default: JAX's default)")
-    parser.add_argument("--trainer-override", action="append", default=[], metavar="KEY=VALUE",
-                        help="an extra trainer config override (repeatable), e.g. "
-                             "replay.kind=uniform to time the trainer's DQN without PER")
+    parser.add_argument(
+        "--baseline-prng",
+        default=None,
+        help="PRNG impl of the baselines' keys (default: JAX's default)",
+    )
+    parser.add_argument(
+        "--trainer-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra trainer config override (repeatable), e.g. "
+        "replay.kind=uniform to time the trainer's DQN without PER",
+    )
     parser.add_argument("--json", default=None, help="write every run and the table here")
     args = parser.parse_args()
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
@@ -518,49 +664,74 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown algos {unknown} (ppo, dqn, sac)")
 
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; baseline PRNG "
-          f"{args.baseline_prng or jax.config.jax_default_prng_impl}; trainer overrides "
-          f"{args.trainer_override or 'none'}; load average {os.getloadavg()[0]:.2f}",
-          flush=True)
+    print(
+        f"jax {jax.__version__} on {jax.devices()[0].platform}; baseline PRNG "
+        f"{args.baseline_prng or jax.config.jax_default_prng_impl}; trainer overrides "
+        f"{args.trainer_override or 'none'}; load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     results = {}
     for algo in algos:
-        steps = args.steps or (max(DEFAULT_STEPS[algo], 8 * args.envs * 128) if algo == "ppo"
-                               else DEFAULT_STEPS[algo])
+        steps = args.steps or (
+            max(DEFAULT_STEPS[algo], 8 * args.envs * 128) if algo == "ppo" else DEFAULT_STEPS[algo]
+        )
         runs = {"baseline": [], "trainer": []}
         for repeat in range(args.repeats):
             for who in ("baseline", "trainer"):
                 if who == "baseline":
-                    sps, ret, n, comp = baseline_run(algo, steps, args.envs, args.seed,
-                                                     args.baseline_prng)
+                    sps, ret, n, comp = baseline_run(
+                        algo, steps, args.envs, args.seed, args.baseline_prng
+                    )
                 else:
-                    sps, ret, n, comp = trainer_run(algo, steps, args.envs, args.seed,
-                                                    args.trainer_override)
-                runs[who].append({"sps": sps, "final_return": ret, "env_steps": n,
-                                  "compile_seconds": comp})
-                print(f"  {algo} {who:8s} #{repeat}: {n:,} steps, {sps:,.0f} SPS, "
-                      f"final return {ret:.1f}, compile {comp:.1f}s", flush=True)
+                    sps, ret, n, comp = trainer_run(
+                        algo, steps, args.envs, args.seed, args.trainer_override
+                    )
+                runs[who].append(
+                    {"sps": sps, "final_return": ret, "env_steps": n, "compile_seconds": comp}
+                )
+                print(
+                    f"  {algo} {who:8s} #{repeat}: {n:,} steps, {sps:,.0f} SPS, "
+                    f"final return {ret:.1f}, compile {comp:.1f}s",
+                    flush=True,
+                )
         if runs["baseline"][0]["env_steps"] != runs["trainer"][0]["env_steps"]:
             print(f"  note: {algo} baseline and trainer ran different step counts", flush=True)
         ratios = [t["sps"] / b["sps"] for b, t in zip(runs["baseline"], runs["trainer"])]
-        results[algo] = {"steps": steps, "envs": args.envs if algo == "ppo" else None,
-                         "runs": runs, "ratios": ratios}
+        results[algo] = {
+            "steps": steps,
+            "envs": args.envs if algo == "ppo" else None,
+            "runs": runs,
+            "ratios": ratios,
+        }
 
-    print("\nalgo/envs steps      baseline SPS              trainer SPS               "
-          "trainer/baseline     final return base | trainer")
+    print(
+        "\nalgo/envs steps      baseline SPS              trainer SPS               "
+        "trainer/baseline     final return base | trainer"
+    )
     for algo, r in results.items():
         b = [x["sps"] for x in r["runs"]["baseline"]]
         t = [x["sps"] for x in r["runs"]["trainer"]]
         rb = [x["final_return"] for x in r["runs"]["baseline"]]
         rt = [x["final_return"] for x in r["runs"]["trainer"]]
         label = f"{algo}" + (f"/{r['envs']}" if r["envs"] else "")
-        print(f"{label:9s} {r['runs']['trainer'][0]['env_steps']:<10,d} {spread(b):25s} "
-              f"{spread(t):25s} {spread(r['ratios'], '{:.2f}'):20s} "
-              f"{spread(rb, '{:.1f}')} | {spread(rt, '{:.1f}')}")
+        print(
+            f"{label:9s} {r['runs']['trainer'][0]['env_steps']:<10,d} {spread(b):25s} "
+            f"{spread(t):25s} {spread(r['ratios'], '{:.2f}'):20s} "
+            f"{spread(rb, '{:.1f}')} | {spread(rt, '{:.1f}')}"
+        )
     print(f"load average {os.getloadavg()[0]:.2f} at the end", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "jax": jax.__version__,
-                       "loadavg_end": os.getloadavg(), "results": results}, f, indent=2)
+            json.dump(
+                {
+                    "args": vars(args),
+                    "jax": jax.__version__,
+                    "loadavg_end": os.getloadavg(),
+                    "results": results,
+                },
+                f,
+                indent=2,
+            )
     return 0
 
 

@@ -35,8 +35,10 @@ from jaxrl_async.build import build_pipeline
 
 def spread(values, scale=1.0, fmt="{:.1f}"):
     values = [v * scale for v in values]
-    return (f"{fmt.format(statistics.median(values))} "
-            f"[{fmt.format(min(values))}–{fmt.format(max(values))}]")
+    return (
+        f"{fmt.format(statistics.median(values))} "
+        f"[{fmt.format(min(values))}–{fmt.format(max(values))}]"
+    )
 
 
 def save_restore(name: str, repeats: int) -> dict:
@@ -45,8 +47,12 @@ def save_restore(name: str, repeats: int) -> dict:
     key = jax.random.key(config.train.seed, impl=config.prng_impl)
     abstract = jax.jit(pipeline.init).lower(key).out_info
     state = jax.block_until_ready(jax.jit(pipeline.init)(key))
-    raw = sum(x.nbytes if not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-              else jax.random.key_data(x).nbytes for x in jax.tree.leaves(state))
+    raw = sum(
+        x.nbytes
+        if not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+        else jax.random.key_data(x).nbytes
+        for x in jax.tree.leaves(state)
+    )
     saves, restores, sizes = [], [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
@@ -60,8 +66,13 @@ def save_restore(name: str, repeats: int) -> dict:
             restored, _ = ckpt.restore(tmp, abstract)
             jax.block_until_ready(restored)
             restores.append(time.perf_counter() - start)
-    return {"config": name, "save_s": saves, "restore_s": restores, "disk_bytes": sizes,
-            "state_bytes": raw}
+    return {
+        "config": name,
+        "save_s": saves,
+        "restore_s": restores,
+        "disk_bytes": sizes,
+        "state_bytes": raw,
+    }
 
 
 def sps_overhead(name: str, steps: int, every: int, runs: int) -> dict:
@@ -73,11 +84,14 @@ def sps_overhead(name: str, steps: int, every: int, runs: int) -> dict:
             with tempfile.TemporaryDirectory() as tmp:
                 config = jaxrl_async.load_config(name, overrides + [f"checkpoint.every={value}"])
                 summary = jaxrl_async.train(config, run_dir=Path(tmp) / "run").summary
-                out[value].append({"run_sps": summary["env_steps"] / summary["train_seconds"],
-                                   "sps": summary["sps"],
-                                   "checkpoint_seconds": summary["checkpoint_seconds"],
-                                   "checkpoints": len(ckpt.steps(Path(tmp) / "run" /
-                                                                 "checkpoints"))})
+                out[value].append(
+                    {
+                        "run_sps": summary["env_steps"] / summary["train_seconds"],
+                        "sps": summary["sps"],
+                        "checkpoint_seconds": summary["checkpoint_seconds"],
+                        "checkpoints": len(ckpt.steps(Path(tmp) / "run" / "checkpoints")),
+                    }
+                )
     return out
 
 
@@ -98,18 +112,22 @@ def main(argv=None) -> int:
             runs = sps_overhead(name, args.steps, args.every, args.runs)
             results.append({"config": name, "runs": {str(k): v for k, v in runs.items()}})
             for every, rows in runs.items():
-                print(f"{name} {args.steps:,} steps checkpoint.every={every}: run SPS "
-                      f"{spread([r['run_sps'] for r in rows], 1e-3, '{:.0f}')}k, summary SPS "
-                      f"{spread([r['sps'] for r in rows], 1e-3, '{:.0f}')}k, saving "
-                      f"{spread([r['checkpoint_seconds'] for r in rows], 1e3, '{:.0f}')} ms "
-                      f"({rows[0]['checkpoints']} kept on disk)")
+                print(
+                    f"{name} {args.steps:,} steps checkpoint.every={every}: run SPS "
+                    f"{spread([r['run_sps'] for r in rows], 1e-3, '{:.0f}')}k, summary SPS "
+                    f"{spread([r['sps'] for r in rows], 1e-3, '{:.0f}')}k, saving "
+                    f"{spread([r['checkpoint_seconds'] for r in rows], 1e3, '{:.0f}')} ms "
+                    f"({rows[0]['checkpoints']} kept on disk)"
+                )
     else:
         print("config | save ms | restore ms | on disk KB | state KB")
         for name in args.configs:
             r = save_restore(name, args.repeats)
             results.append(r)
-            print(f"{name} | {spread(r['save_s'], 1e3)} | {spread(r['restore_s'], 1e3)} | "
-                  f"{spread(r['disk_bytes'], 1e-3)} | {r['state_bytes'] / 1e3:.1f}")
+            print(
+                f"{name} | {spread(r['save_s'], 1e3)} | {spread(r['restore_s'], 1e3)} | "
+                f"{spread(r['disk_bytes'], 1e-3)} | {r['state_bytes'] / 1e3:.1f}"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -38,21 +38,49 @@ def run(processes: int, devices: int, args, timeout: float = 900) -> dict:
     """One training run; the summary of process 0."""
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        overrides = [f"env.num_envs={args.envs}", f"train.total_steps={args.steps}",
-                     "train.progress=false", "train.prng=threefry2x32",
-                     f"pipeline.devices={processes * devices}"]
-        env = {**os.environ, "JAX_PLATFORMS": "cpu",
-               "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+        overrides = [
+            f"env.num_envs={args.envs}",
+            f"train.total_steps={args.steps}",
+            "train.progress=false",
+            "train.prng=threefry2x32",
+            f"pipeline.devices={processes * devices}",
+        ]
+        env = {
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        }
         port = _free_port()
         procs = []
         for i in range(processes):
-            launch = [] if processes == 1 else [
-                f"distributed.coordinator=127.0.0.1:{port}",
-                f"distributed.num_processes={processes}", f"distributed.process_id={i}"]
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "jaxrl_async", "train", "--run-dir", str(run_dir),
-                 args.config, *overrides, *launch], env=env, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, text=True))
+            launch = (
+                []
+                if processes == 1
+                else [
+                    f"distributed.coordinator=127.0.0.1:{port}",
+                    f"distributed.num_processes={processes}",
+                    f"distributed.process_id={i}",
+                ]
+            )
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "jaxrl_async",
+                        "train",
+                        "--run-dir",
+                        str(run_dir),
+                        args.config,
+                        *overrides,
+                        *launch,
+                    ],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
         try:
             errors = [p.communicate(timeout=timeout)[1] for p in procs]
         except subprocess.TimeoutExpired:
@@ -66,8 +94,10 @@ def run(processes: int, devices: int, args, timeout: float = 900) -> dict:
 
 
 def spread(values, fmt="{:,.0f}") -> str:
-    return (f"{fmt.format(statistics.median(values))} "
-            f"[{fmt.format(min(values))}–{fmt.format(max(values))}]")
+    return (
+        f"{fmt.format(statistics.median(values))} "
+        f"[{fmt.format(min(values))}–{fmt.format(max(values))}]"
+    )
 
 
 def main(argv=None) -> int:
@@ -79,7 +109,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None, help="also write the raw summaries here")
     args = parser.parse_args(argv)
 
-    for label, (processes, devices) in SETTINGS.items():  # warm the compile cache
+    for processes, devices in SETTINGS.values():  # warm the compile cache
         run(processes, devices, args)
     results: dict[str, list[dict]] = {label: [] for label in SETTINGS}
     for _ in range(args.repeats):
@@ -87,15 +117,18 @@ def main(argv=None) -> int:
             results[label].append(run(processes, devices, args))
 
     base = statistics.median(s["sps"] for s in results["1 proc x 1 dev"])
-    print(f"{args.config}, {args.envs} envs, {args.steps:,} steps, median [min–max] of "
-          f"{args.repeats}")
+    print(
+        f"{args.config}, {args.envs} envs, {args.steps:,} steps, median [min–max] of {args.repeats}"
+    )
     print("| setting | SPS | compile s | vs 1 proc x 1 dev |")
     print("| --- | ---: | ---: | ---: |")
     for label, summaries in results.items():
         sps = [s["sps"] for s in summaries]
-        print(f"| {label} | {spread(sps)} | "
-              f"{spread([s['compile_seconds'] for s in summaries], '{:.1f}')} | "
-              f"{statistics.median(sps) / base:.2f} |")
+        print(
+            f"| {label} | {spread(sps)} | "
+            f"{spread([s['compile_seconds'] for s in summaries], '{:.1f}')} | "
+            f"{statistics.median(sps) / base:.2f} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -20,12 +20,22 @@ import jaxrl_async
 
 
 def run(config_name: str, steps: int, overrides: list[str]) -> dict:
-    config = jaxrl_async.load_config(config_name, overrides + [
-        f"train.total_steps={steps}", f"train.log_every={steps // 5}", "train.progress=false",
-        "train.compile_cache=false"])
+    config = jaxrl_async.load_config(
+        config_name,
+        overrides
+        + [
+            f"train.total_steps={steps}",
+            f"train.log_every={steps // 5}",
+            "train.progress=false",
+            "train.compile_cache=false",
+        ],
+    )
     summary = jaxrl_async.train(config).summary
-    return {"sps": summary["sps"], "compile_seconds": summary["compile_seconds"],
-            "final_return": summary["final_return"]}
+    return {
+        "sps": summary["sps"],
+        "compile_seconds": summary["compile_seconds"],
+        "final_return": summary["final_return"],
+    }
 
 
 def main(argv=None) -> int:
@@ -41,12 +51,19 @@ def main(argv=None) -> int:
     settings = []  # (label, config, steps, overrides)
     for capacity in [int(c) for c in args.capacities.split(",")]:
         for kind in ("uniform", "prioritized"):
-            settings.append((f"dqn {kind} {capacity:.0e}", "dqn_cartpole", args.dqn_steps,
-                             [f"replay.kind={kind}", f"replay.capacity={capacity}"]))
+            settings.append(
+                (
+                    f"dqn {kind} {capacity:.0e}",
+                    "dqn_cartpole",
+                    args.dqn_steps,
+                    [f"replay.kind={kind}", f"replay.capacity={capacity}"],
+                )
+            )
     if not args.no_sac:
         for kind in ("uniform", "prioritized"):
-            settings.append((f"sac {kind}", "sac_pendulum", args.sac_steps,
-                             [f"replay.kind={kind}"]))
+            settings.append(
+                (f"sac {kind}", "sac_pendulum", args.sac_steps, [f"replay.kind={kind}"])
+            )
 
     results: dict[str, list[dict]] = {label: [] for label, *_ in settings}
     for repeat in range(args.repeats):
@@ -63,8 +80,10 @@ def main(argv=None) -> int:
         compile_s = statistics.median(r["compile_seconds"] for r in results[label])
         base = label.replace("prioritized", "uniform")
         ratio = f"{median(label) / median(base):.3f}" if base != label else ""
-        print(f"{label:<28} {median(label):>12,.0f} [{min(sps):,.0f}-{max(sps):,.0f}]"
-              f"{compile_s:>10.2f} {ratio:>11}")
+        print(
+            f"{label:<28} {median(label):>12,.0f} [{min(sps):,.0f}-{max(sps):,.0f}]"
+            f"{compile_s:>10.2f} {ratio:>11}"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -38,29 +38,38 @@ BETA = 0.4
 
 def cartpole_transition():
     """One CartPole transition as the off-policy agents store it: 44 raw bytes."""
-    return {"obs": jnp.zeros(4, jnp.float32), "action": jnp.int32(0),
-            "reward": jnp.float32(0), "discount": jnp.float32(0),
-            "next_obs": jnp.zeros(4, jnp.float32)}
+    return {
+        "obs": jnp.zeros(4, jnp.float32),
+        "action": jnp.int32(0),
+        "reward": jnp.float32(0),
+        "discount": jnp.float32(0),
+        "next_obs": jnp.zeros(4, jnp.float32),
+    }
 
 
 def random_transitions(key, batch):
     """Random transitions to fill a buffer before timing."""
     obs_key, action_key, reward_key = jax.random.split(key, 3)
-    return {"obs": jax.random.normal(obs_key, (batch, 4)),
-            "action": jax.random.randint(action_key, (batch,), 0, 2, jnp.int32),
-            "reward": jax.random.uniform(reward_key, (batch,)),
-            "discount": jnp.full((batch,), 0.99, jnp.float32),
-            "next_obs": jax.random.normal(obs_key, (batch, 4)) + 0.1}
+    return {
+        "obs": jax.random.normal(obs_key, (batch, 4)),
+        "action": jax.random.randint(action_key, (batch,), 0, 2, jnp.int32),
+        "reward": jax.random.uniform(reward_key, (batch,)),
+        "discount": jnp.full((batch,), 0.99, jnp.float32),
+        "next_obs": jax.random.normal(obs_key, (batch, 4)) + 0.1,
+    }
 
 
 def step_transitions(step, batch):
     """Cheap transitions that differ every step (so XLA cannot hoist them), no random numbers:
     the add is timed, not the generation of its data."""
     n = step.astype(jnp.float32) * batch + jnp.arange(batch, dtype=jnp.float32)
-    return {"obs": n[:, None] + jnp.arange(4, dtype=jnp.float32),
-            "action": (step + jnp.arange(batch, dtype=jnp.int32)) % 2,
-            "reward": n, "discount": jnp.full((batch,), 0.99, jnp.float32),
-            "next_obs": n[:, None] + jnp.arange(4, dtype=jnp.float32) + 0.5}
+    return {
+        "obs": n[:, None] + jnp.arange(4, dtype=jnp.float32),
+        "action": (step + jnp.arange(batch, dtype=jnp.int32)) % 2,
+        "reward": n,
+        "discount": jnp.full((batch,), 0.99, jnp.float32),
+        "next_obs": n[:, None] + jnp.arange(4, dtype=jnp.float32) + 0.5,
+    }
 
 
 def checksum(sample):
@@ -78,12 +87,14 @@ def full_buffer(kind: str, capacity: int, key):
     if kind == "uniform":
         return ring.add(ring.init(capacity, cartpole_transition()), items)
     priorities = 10.0 ** jax.random.uniform(priority_key, (capacity,), minval=-3, maxval=2)
-    return prioritized.add(prioritized.init(capacity, cartpole_transition(), alpha=0.6),
-                           items, priorities)
+    return prioritized.add(
+        prioritized.init(capacity, cartpole_transition(), alpha=0.6), items, priorities
+    )
 
 
 def make_step(kind: str, op: str, method: str):
     """step(state, key, i) -> (state, scalar) for one operation on one buffer kind."""
+
     def step(state, key, i):
         if op == "add64":
             items = step_transitions(i, 64)
@@ -109,8 +120,10 @@ def make_step(kind: str, op: str, method: str):
             drawn = prioritized.sample(state, index_key, 1024, BETA, method=method)
             # A learner's new priorities depend on the batch; make them depend on it here too.
             new_priorities = new_priorities * (1.0 + 0.0 * checksum(drawn))
-            return (prioritized.update_priorities(state, drawn.indices, new_priorities),
-                    jnp.float32(0))
+            return (
+                prioritized.update_priorities(state, drawn.indices, new_priorities),
+                jnp.float32(0),
+            )
         raise ValueError(op)
 
     return step
@@ -118,11 +131,13 @@ def make_step(kind: str, op: str, method: str):
 
 def compile_loop(step, state, steps: int):
     """`steps` steps in one jitted scan, the state donated; compiled ahead of time."""
+
     def loop(state, key):
         def body(carry, i):
             state, acc = carry
             state, value = step(state, jax.random.fold_in(key, i), i)
             return (state, acc + value), None
+
         (state, acc), _ = jax.lax.scan(body, (state, jnp.float32(0)), jnp.arange(steps))
         return state, acc
 
@@ -150,14 +165,26 @@ def measure(kind, op, method, capacity, repeats, seconds, steps):
             state, _ = loop(state, jax.random.fold_in(key, r * calls + c))
         jax.block_until_ready(state)
         rates.append(calls * steps / (time.perf_counter() - start))
-    batch = 64 if op == "add64" else int(op.removeprefix("sample").removeprefix("update")
-                                          .removeprefix("round"))
-    return {"kind": kind, "op": op, "method": method if kind == "prioritized" else "",
-            "capacity": capacity, "steps_per_call": steps, "calls_per_repeat": calls,
-            "ops_per_s": spread(rates), "items_per_s": spread([r * batch for r in rates]),
-            "raw_item_bytes": raw_bytes, "reference_bytes": reference_bytes,
-            "state_bytes": state_bytes, "temp_bytes": temp_bytes,
-            "memory_ratio": (state_bytes + temp_bytes) / reference_bytes}
+    batch = (
+        64
+        if op == "add64"
+        else int(op.removeprefix("sample").removeprefix("update").removeprefix("round"))
+    )
+    return {
+        "kind": kind,
+        "op": op,
+        "method": method if kind == "prioritized" else "",
+        "capacity": capacity,
+        "steps_per_call": steps,
+        "calls_per_repeat": calls,
+        "ops_per_s": spread(rates),
+        "items_per_s": spread([r * batch for r in rates]),
+        "raw_item_bytes": raw_bytes,
+        "reference_bytes": reference_bytes,
+        "state_bytes": state_bytes,
+        "temp_bytes": temp_bytes,
+        "memory_ratio": (state_bytes + temp_bytes) / reference_bytes,
+    }
 
 
 def spread(values):
@@ -193,24 +220,38 @@ def main(argv=None) -> int:
     ops = args.ops.split(",")
     methods = args.methods.split(",")
     results = []
-    print(f"jax {jax.__version__} on {jax.devices()}, {os.cpu_count()} CPUs; "
-          f"median [min–max] of {args.repeats} timed repeats", file=sys.stderr)
-    print(f"{'capacity':>9} {'kind':<11} {'op':<10} {'sampler':<7} {'k ops/s':>26} "
-          f"{'M items/s':>24} {'state MB':>9} {'temp MB':>8} {'÷raw':>6} {'ratio':>6}")
+    print(
+        f"jax {jax.__version__} on {jax.devices()}, {os.cpu_count()} CPUs; "
+        f"median [min–max] of {args.repeats} timed repeats",
+        file=sys.stderr,
+    )
+    print(
+        f"{'capacity':>9} {'kind':<11} {'op':<10} {'sampler':<7} {'k ops/s':>26} "
+        f"{'M items/s':>24} {'state MB':>9} {'temp MB':>8} {'÷raw':>6} {'ratio':>6}"
+    )
     for capacity in (int(float(c)) for c in args.capacities.split(",")):
         for kind, op, method in cases(ops, methods):
             result = measure(kind, op, method, capacity, args.repeats, args.seconds, args.steps)
             results.append(result)
             ratio = result["memory_ratio"]
-            print(f"{capacity:>9} {kind:<11} {op:<10} {method:<7} {fmt(result['ops_per_s'], 1e3)}"
-                  f" {fmt(result['items_per_s'], 1e6)} {result['state_bytes'] / 1e6:9.2f}"
-                  f" {result['temp_bytes'] / 1e6:8.3f}"
-                  f" {result['state_bytes'] / result['raw_item_bytes']:6.3f} {ratio:6.3f}",
-                  flush=True)
+            print(
+                f"{capacity:>9} {kind:<11} {op:<10} {method:<7} {fmt(result['ops_per_s'], 1e3)}"
+                f" {fmt(result['items_per_s'], 1e6)} {result['state_bytes'] / 1e6:9.2f}"
+                f" {result['temp_bytes'] / 1e6:8.3f}"
+                f" {result['state_bytes'] / result['raw_item_bytes']:6.3f} {ratio:6.3f}",
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"jax_version": jax.__version__, "devices": [str(d) for d in jax.devices()],
-                       "results": results}, f, indent=1)
+            json.dump(
+                {
+                    "jax_version": jax.__version__,
+                    "devices": [str(d) for d in jax.devices()],
+                    "results": results,
+                },
+                f,
+                indent=1,
+            )
     return 0
 
 

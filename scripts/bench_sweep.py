@@ -73,10 +73,23 @@ def run_commands(config: str, points: int, steps: int) -> dict:
         for k, rate in enumerate(rates_of(points)):
             run_dir = os.path.join(runs, str(k))
             proc = subprocess.run(
-                [sys.executable, "-m", "jaxrl_async", "train", "--run-dir", run_dir, config,
-                 "train.progress=false", f"train.total_steps={steps}",
-                 f"train.log_every={steps}", f"agent.learning_rate={rate}"],
-                capture_output=True, text=True, env=env)
+                [
+                    sys.executable,
+                    "-m",
+                    "jaxrl_async",
+                    "train",
+                    "--run-dir",
+                    run_dir,
+                    config,
+                    "train.progress=false",
+                    f"train.total_steps={steps}",
+                    f"train.log_every={steps}",
+                    f"agent.learning_rate={rate}",
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             if proc.returncode != 0:
                 sys.exit(f"bench_sweep: command {k} of {points} failed:\n{proc.stderr[-2000:]}")
             with open(os.path.join(run_dir, "summary.json")) as f:
@@ -87,12 +100,23 @@ def run_commands(config: str, points: int, steps: int) -> dict:
 def run_child(mode: str, config: str, points: int, steps: int) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": cache}
-        proc = subprocess.run([sys.executable, "-c", CHILD, mode, config, str(points),
-                               str(steps), json.dumps(rates_of(points))],
-                              capture_output=True, text=True, env=env)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                mode,
+                config,
+                str(points),
+                str(steps),
+                json.dumps(rates_of(points)),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
     if proc.returncode != 0:
-        sys.exit(f"bench_sweep: the {mode} run of {points} points failed:\n"
-                 f"{proc.stderr[-2000:]}")
+        sys.exit(f"bench_sweep: the {mode} run of {points} points failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.split("RESULT", 1)[1])
 
 
@@ -106,8 +130,12 @@ def main(argv=None) -> int:
     p.add_argument("--points", default="1,4,16,64", help="grid sizes, comma-separated")
     p.add_argument("--steps", type=int, default=131_072, help="env steps of each run")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--separate", choices=("calls", "commands"), default="calls",
-                   help="N train() calls in one process (default) or N CLI commands")
+    p.add_argument(
+        "--separate",
+        choices=("calls", "commands"),
+        default="calls",
+        help="N train() calls in one process (default) or N CLI commands",
+    )
     p.add_argument("--json", default=None, help="also write every measurement here")
     args = p.parse_args(argv)
     sizes = [int(n) for n in args.points.split(",")]
@@ -117,26 +145,41 @@ def main(argv=None) -> int:
         times = {"sweep": [], "separate": []}
         for _ in range(args.repeats):
             for mode in ("sweep", "separate"):  # alternating, so load drifts hit both
-                out = (run_commands(args.config, n, args.steps)
-                       if mode == "separate" and args.separate == "commands"
-                       else run_child(mode, args.config, n, args.steps))
+                out = (
+                    run_commands(args.config, n, args.steps)
+                    if mode == "separate" and args.separate == "commands"
+                    else run_child(mode, args.config, n, args.steps)
+                )
                 times[mode].append(out["seconds"])
                 print(f"{n:>3} points, {mode:>8}: {out['seconds']:7.2f} s", flush=True)
-        rows.append({"points": n, "steps": args.steps, "separate_as": args.separate, **times,
-                     "ratio": [s / w for s, w in zip(times["separate"], times["sweep"])]})
+        rows.append(
+            {
+                "points": n,
+                "steps": args.steps,
+                "separate_as": args.separate,
+                **times,
+                "ratio": [s / w for s, w in zip(times["separate"], times["sweep"])],
+            }
+        )
 
-    print(f"\n{args.config}, {args.steps:,} env steps a run, compile included, separate runs "
-          f"as {args.separate}, median [min-max] of {args.repeats}")
-    print("| points | sweep s | separate s | sweep runs/s | separate runs/s | "
-          "sweep SPS | separate SPS | separate / sweep |")
+    print(
+        f"\n{args.config}, {args.steps:,} env steps a run, compile included, separate runs "
+        f"as {args.separate}, median [min-max] of {args.repeats}"
+    )
+    print(
+        "| points | sweep s | separate s | sweep runs/s | separate runs/s | "
+        "sweep SPS | separate SPS | separate / sweep |"
+    )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         n = r["points"]
         rate = {m: [n / t for t in r[m]] for m in ("sweep", "separate")}
         sps = {m: [n * r["steps"] / t for t in r[m]] for m in ("sweep", "separate")}
-        print(f"| {n} | {spread(r['sweep'])} | {spread(r['separate'])} | "
-              f"{spread(rate['sweep'])} | {spread(rate['separate'])} | "
-              f"{spread(sps['sweep'])} | {spread(sps['separate'])} | {spread(r['ratio'])} |")
+        print(
+            f"| {n} | {spread(r['sweep'])} | {spread(r['separate'])} | "
+            f"{spread(rate['sweep'])} | {spread(rate['separate'])} | "
+            f"{spread(sps['sweep'])} | {spread(sps['separate'])} | {spread(r['ratio'])} |"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

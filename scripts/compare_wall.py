@@ -33,8 +33,13 @@ def load(run_dir: Path) -> dict:
     run = load_run(run_dir)  # the records plot.py reads; UserError if there are none
     summary = json.loads((Path(run_dir) / "summary.json").read_text())
     offset = summary["wall_seconds"] - summary["train_seconds"]
-    points = list(zip((offset + run["wall_seconds"]).tolist(), run["env_steps"].tolist(),
-                      run["episode_return"].tolist()))
+    points = list(
+        zip(
+            (offset + run["wall_seconds"]).tolist(),
+            run["env_steps"].tolist(),
+            run["episode_return"].tolist(),
+        )
+    )
     return {"config": run["name"], "points": points}
 
 
@@ -48,40 +53,52 @@ def mean_std(values) -> str:
     finite = [v for v in values if not math.isnan(v)]
     if not finite:
         return "-"
-    text = (f"{finite[0]:.3g}" if len(finite) == 1
-            else f"{statistics.mean(finite):.3g} ± {statistics.stdev(finite):.2g}")
+    text = (
+        f"{finite[0]:.3g}"
+        if len(finite) == 1
+        else f"{statistics.mean(finite):.3g} ± {statistics.stdev(finite):.2g}"
+    )
     return text + (f" ({len(finite)} of {len(values)})" if len(finite) < len(values) else "")
 
 
 def compare(groups: dict[str, list[dict]], seconds: float | None, steps: float | None):
     """The table's rows and the budgets used."""
     if seconds is None:
-        seconds = min(statistics.median(run["points"][-1][0] for run in runs)
-                      for runs in groups.values())
+        seconds = min(
+            statistics.median(run["points"][-1][0] for run in runs) for runs in groups.values()
+        )
     if steps is None:
         steps = min(min(run["points"][-1][1] for run in runs) for runs in groups.values())
     rows = []
     for name, runs in groups.items():
         at_time = [at(run["points"], 0, seconds) for run in runs]
         at_steps = [at(run["points"], 1, steps) for run in runs]
-        rows.append({
-            "config": name, "seeds": len(runs),
-            "return_at_seconds": [math.nan if p is None else p[2] for p in at_time],
-            "steps_at_seconds": [0 if p is None else p[1] for p in at_time],
-            "return_at_steps": [math.nan if p is None else p[2] for p in at_steps],
-            "end_seconds": [run["points"][-1][0] for run in runs],
-        })
+        rows.append(
+            {
+                "config": name,
+                "seeds": len(runs),
+                "return_at_seconds": [math.nan if p is None else p[2] for p in at_time],
+                "steps_at_seconds": [0 if p is None else p[1] for p in at_time],
+                "return_at_steps": [math.nan if p is None else p[2] for p in at_steps],
+                "end_seconds": [run["points"][-1][0] for run in runs],
+            }
+        )
     return rows, seconds, steps
 
 
 def format_table(rows, seconds: float, steps: float) -> str:
-    lines = [f"| config | seeds | return at {seconds:.0f} s | env steps at {seconds:.0f} s | "
-             f"return at {steps:,.0f} steps | end (s) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"| config | seeds | return at {seconds:.0f} s | env steps at {seconds:.0f} s | "
+        f"return at {steps:,.0f} steps | end (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
-        lines.append(f"| `{r['config']}` | {r['seeds']} | {mean_std(r['return_at_seconds'])} | "
-                     f"{statistics.median(r['steps_at_seconds']):,.0f} | "
-                     f"{mean_std(r['return_at_steps'])} | "
-                     f"{statistics.median(r['end_seconds']):.0f} |")
+        lines.append(
+            f"| `{r['config']}` | {r['seeds']} | {mean_std(r['return_at_seconds'])} | "
+            f"{statistics.median(r['steps_at_seconds']):,.0f} | "
+            f"{mean_std(r['return_at_steps'])} | "
+            f"{statistics.median(r['end_seconds']):.0f} |"
+        )
     return "\n".join(lines)
 
 

@@ -35,18 +35,31 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as cache:
             for phase in ("cold", "warm"):
                 out = subprocess.run(
-                    [sys.executable, "-c", CHILD, args.config, str(seed)], check=True,
-                    capture_output=True, text=True,
-                    env={**os.environ, "JAX_COMPILATION_CACHE_DIR": cache})
+                    [sys.executable, "-c", CHILD, args.config, str(seed)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "JAX_COMPILATION_CACHE_DIR": cache},
+                )
                 s = json.loads(out.stdout.strip().splitlines()[-1])
-                rows.append({"seed": seed, "phase": phase, **{k: s[k] for k in (
-                    "final_return", "sps", "compile_seconds", "wall_seconds")}})
+                rows.append(
+                    {
+                        "seed": seed,
+                        "phase": phase,
+                        **{
+                            k: s[k]
+                            for k in ("final_return", "sps", "compile_seconds", "wall_seconds")
+                        },
+                    }
+                )
                 print(json.dumps(rows[-1]), flush=True)
     print("final returns:", sorted({r["seed"]: r["final_return"] for r in rows}.items()))
     print("SPS:", spread([r["sps"] for r in rows]))
     for phase in ("cold", "warm"):
-        print(f"compile seconds {phase}:",
-              spread([r["compile_seconds"] for r in rows if r["phase"] == phase]))
+        print(
+            f"compile seconds {phase}:",
+            spread([r["compile_seconds"] for r in rows if r["phase"] == phase]),
+        )
     return 0
 
 

@@ -88,8 +88,13 @@ def differing_from(rev: str) -> list[str]:
     differ = []
     with tempfile.TemporaryDirectory() as tmp:
         for path in sorted(CONFIG_DIR.glob("*.yaml")):
-            shown = subprocess.run(["git", "show", f"{rev}:jaxrl_async/configs/{path.name}"],
-                                   capture_output=True, text=True, cwd=CONFIG_DIR, check=False)
+            shown = subprocess.run(
+                ["git", "show", f"{rev}:jaxrl_async/configs/{path.name}"],
+                capture_output=True,
+                text=True,
+                cwd=CONFIG_DIR,
+                check=False,
+            )
             if shown.returncode:  # not shipped at `rev`
                 continue
             old = Path(tmp) / path.name
@@ -101,15 +106,22 @@ def differing_from(rev: str) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="list redundant keys and exit 1 if any; write nothing")
-    parser.add_argument("--against", metavar="REV",
-                        help="compare every config with its YAML as of git REV; write nothing")
+    parser.add_argument(
+        "--check", action="store_true", help="list redundant keys and exit 1 if any; write nothing"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="compare every config with its YAML as of git REV; write nothing",
+    )
     args = parser.parse_args(argv)
     if args.against:
         differ = differing_from(args.against)
-        print(f"differ from {args.against}: {', '.join(differ)}" if differ else
-              f"every config loads as at {args.against}")
+        print(
+            f"differ from {args.against}: {', '.join(differ)}"
+            if differ
+            else f"every config loads as at {args.against}"
+        )
         return 1 if differ else 0
     status = 0
     for path in sorted(CONFIG_DIR.glob("*.yaml")):

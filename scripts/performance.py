@@ -47,8 +47,10 @@ def _check(table: dict, index: int) -> None:
     width = len(table["columns"])
     for row in table["rows"]:
         if len(row) != width:
-            raise ValueError(f"table {index} ({table['title']}): row {row} has {len(row)} "
-                             f"cells, the table {width} columns")
+            raise ValueError(
+                f"table {index} ({table['title']}): row {row} has {len(row)} "
+                f"cells, the table {width} columns"
+            )
 
 
 def render(tables: list[dict]) -> str:
@@ -62,8 +64,9 @@ def render(tables: list[dict]) -> str:
     for section, members in sections.items():
         lines += [f"## {section}", ""]
         for table in members:
-            heading = (f"`{table['command']}` at `{table['commit']}`, {table['machine']}, "
-                       f"{table['date']}.")
+            heading = (
+                f"`{table['command']}` at `{table['commit']}`, {table['machine']}, {table['date']}."
+            )
             lines += [f"### {table['title']}", "", heading, ""]
             if table.get("note"):
                 lines += [table["note"], ""]
@@ -81,8 +84,11 @@ def load(source: Path = SOURCE) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if the page differs from what would be written")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if the page differs from what would be written",
+    )
     parser.add_argument("--source", default=str(SOURCE), help="default: docs/performance.json")
     parser.add_argument("--out", default=str(PAGE), help="default: docs/performance.md")
     args = parser.parse_args(argv)

@@ -27,7 +27,7 @@ import statistics
 import sys
 import time
 import traceback
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -82,8 +82,9 @@ def train_seed(name: str, seed: int, overrides: list[str], run_dir: Path) -> dic
     return summary
 
 
-def run_config(name: str, seeds: int, overrides: list[str], runs: Path, out: Path,
-               batch: dict) -> dict:
+def run_config(
+    name: str, seeds: int, overrides: list[str], runs: Path, out: Path, batch: dict
+) -> dict:
     """Train seeds 0..seeds-1 of `name` and draw its curves: its row of the table.
 
     A seed that raises ends the config: its row keeps the seeds done and the error.
@@ -92,10 +93,22 @@ def run_config(name: str, seeds: int, overrides: list[str], runs: Path, out: Pat
     from jaxrl_async.plot import plot_runs
 
     config = jaxrl_async.load_config(name, [*BASE_OVERRIDES, *overrides])
-    row = {"config": name, "env": config.env.name, "agent": config.agent.name,
-           "budget": config.num_updates * config.batch_size, "overrides": overrides,
-           "seeds": [], "final_return": [], "eval_return": [], "sps": [], "compile_seconds": [],
-           "wall_seconds": [], "png": None, "error": None, **batch}
+    row = {
+        "config": name,
+        "env": config.env.name,
+        "agent": config.agent.name,
+        "budget": config.num_updates * config.batch_size,
+        "overrides": overrides,
+        "seeds": [],
+        "final_return": [],
+        "eval_return": [],
+        "sps": [],
+        "compile_seconds": [],
+        "wall_seconds": [],
+        "png": None,
+        "error": None,
+        **batch,
+    }
     run_dirs = []
     for seed in range(seeds):
         run_dir = runs / name / f"seed{seed}"
@@ -114,10 +127,12 @@ def run_config(name: str, seeds: int, overrides: list[str], runs: Path, out: Pat
             row["eval_return"].append(summary["eval_return_mean"])
         row["seeds"].append(seed)
         final = summary["final_return"]
-        print(f"{name} seed {seed}: final return "
-              f"{'-' if final is None else f'{final:.3f}'}, {summary['sps']:,.0f} SPS, "
-              f"compile {summary['compile_seconds']:.1f}s, wall {summary['wall_seconds']:.1f}s",
-              flush=True)
+        print(
+            f"{name} seed {seed}: final return "
+            f"{'-' if final is None else f'{final:.3f}'}, {summary['sps']:,.0f} SPS, "
+            f"compile {summary['compile_seconds']:.1f}s, wall {summary['wall_seconds']:.1f}s",
+            flush=True,
+        )
     png = out / f"results_{name}.png"
     plot_runs(run_dirs, png)
     row["png"] = png.name
@@ -186,16 +201,25 @@ def render(rows: dict[str, dict]) -> str:
             f"{len(row['seeds'])} | {returns} | "
             f"{_returns_cell(row['eval_return']) if row.get('eval_return') else '-'} | "
             f"{_median(row['sps'], '{:,.0f}')} | {_median(row['compile_seconds'], '{:.1f}')} | "
-            f"{_median(row['wall_seconds'], '{:.0f}')} |")
+            f"{_median(row['wall_seconds'], '{:.0f}')} |"
+        )
     lines += ["", "## How these rows were made", ""]
     for (date, command, where, packages), names in batches.items():
         packages = json.loads(packages)
-        lines += [f"- `{command}` on {date}, {where}; "
-                  + ", ".join(f"{k} {v}" for k, v in packages.items())
-                  + ": " + ", ".join(f"`{n}`" for n in names)]
-    lines += ["", "## Learning curves", "",
-              "Return against env steps and wall time, and SPS against env steps: the mean "
-              "over seeds with a min–max band.", ""]
+        lines += [
+            f"- `{command}` on {date}, {where}; "
+            + ", ".join(f"{k} {v}" for k, v in packages.items())
+            + ": "
+            + ", ".join(f"`{n}`" for n in names)
+        ]
+    lines += [
+        "",
+        "## Learning curves",
+        "",
+        "Return against env steps and wall time, and SPS against env steps: the mean "
+        "over seeds with a min–max band.",
+        "",
+    ]
     for row in ordered:
         if row["png"]:
             lines += [f"### {row['config']}", "", f"![{row['config']}]({row['png']})", ""]
@@ -210,15 +234,27 @@ def write(out: Path, rows: dict[str, dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="",
-                        help="comma-separated config names (default: every shipped config)")
+    parser.add_argument(
+        "--configs", default="", help="comma-separated config names (default: every shipped config)"
+    )
     parser.add_argument("--seeds", type=int, default=3, help="train seeds 0..N-1 (default 3)")
-    parser.add_argument("--out", default=str(ROOT / "docs"),
-                        help="RESULTS.md, results.json and the PNGs (default: docs/)")
-    parser.add_argument("--runs", default=str(ROOT / "runs" / "results"),
-                        help="the seeds' run directories (default: runs/results/)")
-    parser.add_argument("--override", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="applied to every config (repeatable), e.g. train.total_steps=4096")
+    parser.add_argument(
+        "--out",
+        default=str(ROOT / "docs"),
+        help="RESULTS.md, results.json and the PNGs (default: docs/)",
+    )
+    parser.add_argument(
+        "--runs",
+        default=str(ROOT / "runs" / "results"),
+        help="the seeds' run directories (default: runs/results/)",
+    )
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="applied to every config (repeatable), e.g. train.total_steps=4096",
+    )
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
@@ -245,16 +281,21 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, dict] = {}
     if (out / "results.json").is_file():
         rows = json.loads((out / "results.json").read_text())["rows"]
-    batch = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-             "command": "python scripts/results.py" + ("" if not argv else " " + shlex.join(argv)),
-             "machine": machine(), "versions": versions()}
+    batch = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python scripts/results.py" + ("" if not argv else " " + shlex.join(argv)),
+        "machine": machine(),
+        "versions": versions(),
+    }
     start = time.perf_counter()
     for name in names:
         rows[name] = run_config(name, args.seeds, args.override, runs, out, batch)
         write(out, rows)  # after every config: an interrupted run keeps what it finished
     failed = [name for name in names if rows[name]["error"]]
-    print(f"{len(names)} configs x {args.seeds} seeds in {time.perf_counter() - start:.0f}s "
-          f"-> {out / 'RESULTS.md'}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"{len(names)} configs x {args.seeds} seeds in {time.perf_counter() - start:.0f}s "
+        f"-> {out / 'RESULTS.md'}" + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -29,7 +29,8 @@ pass reproduces the actor's log-probabilities (tests/test_memory.py).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -108,15 +109,17 @@ class Policy(NamedTuple):
 def make_policy(spec: EnvSpec, algo: str) -> Policy:
     """Categorical for discrete actions, Gaussian (clipped to the bounds) for a vector."""
     if spec.discrete:
+
         def sample(keys, logits):
             action = D.categorical_sample(keys, logits)
             return action, {"log_prob": D.categorical_log_prob(logits, action)}
 
         return Policy(
-            sample, lambda logits, a: (D.categorical_log_prob(logits, a),
-                                       D.categorical_entropy(logits)),
+            sample,
+            lambda logits, a: (D.categorical_log_prob(logits, a), D.categorical_entropy(logits)),
             lambda logits: jnp.argmax(logits, axis=-1).astype(jnp.int32),
-            lambda traj: traj.action)
+            lambda traj: traj.action,
+        )
     if len(spec.action_shape) != 1:
         raise ConfigError(f"{algo} needs a vector action, got shape {spec.action_shape}")
     low, high = jnp.asarray(spec.action_low), jnp.asarray(spec.action_high)
@@ -131,18 +134,23 @@ def make_policy(spec: EnvSpec, algo: str) -> Policy:
         gaussian_sample,
         lambda out, a: (D.gaussian_log_prob(*out, a), D.gaussian_entropy(*out)),
         lambda out: jnp.clip(out[0], low, high).astype(spec.action_dtype),
-        lambda traj: traj.extras["raw_action"])
+        lambda traj: traj.extras["raw_action"],
+    )
 
 
-def make_actor_critic(spec: EnvSpec, torso: TorsoSpec, algo: str,
-                      memory: MemorySpec | None = None) -> ActorCritic:
+def make_actor_critic(
+    spec: EnvSpec, torso: TorsoSpec, algo: str, memory: MemorySpec | None = None
+) -> ActorCritic:
     """Memoryless: separate policy and value networks on their own torsos. With `memory`:
     one torso and cell shared by both heads (`make_recurrent`)."""
     if memory is not None:
         return make_recurrent(spec, torso, memory, algo)
     policy = make_policy(spec, algo)
-    actor = (CategoricalPolicy(spec.num_actions, torso) if spec.discrete
-             else GaussianPolicy(spec.action_shape[0], torso))
+    actor = (
+        CategoricalPolicy(spec.num_actions, torso)
+        if spec.discrete
+        else GaussianPolicy(spec.action_shape[0], torso)
+    )
     critic = ValueHead(torso)
 
     def init(key):
@@ -158,32 +166,39 @@ def make_actor_critic(spec: EnvSpec, torso: TorsoSpec, algo: str,
 
     def evaluate(params, batch, next_value=False):
         action = batch["action"]
-        lead = action.shape[:action.ndim - len(spec.action_shape)]
+        lead = action.shape[: action.ndim - len(spec.action_shape)]
         flat = _flatten(lead)
-        log_prob, entropy = policy.score(actor.apply(params["actor"], flat(batch["obs"])),
-                                         flat(action))
+        log_prob, entropy = policy.score(
+            actor.apply(params["actor"], flat(batch["obs"])), flat(action)
+        )
         value = critic.apply(params["critic"], flat(batch["obs"]))
         # V(x'_t) only feeds targets: constant parameters, no backward pass.
-        next_v = (critic.apply(jax.lax.stop_gradient(params["critic"]), flat(batch["next_obs"]))
-                  if next_value else None)
+        next_v = (
+            critic.apply(jax.lax.stop_gradient(params["critic"]), flat(batch["next_obs"]))
+            if next_value
+            else None
+        )
         return _unflatten(lead, Scored(log_prob, entropy, value, next_v))
 
     def values(params, traj):
         T, B = traj.reward.shape
-        both = jax.tree.map(lambda x: x.reshape(2 * T * B, *x.shape[2:]),
-                            concat_obs(traj.obs, traj.next_obs))
+        both = jax.tree.map(
+            lambda x: x.reshape(2 * T * B, *x.shape[2:]), concat_obs(traj.obs, traj.next_obs)
+        )
         return critic.apply(params["critic"], both).reshape(2, T, B)
 
-    return ActorCritic(init, act, greedy, evaluate, values, lambda traj: {},
-                       policy.scored_action)
+    return ActorCritic(init, act, greedy, evaluate, values, lambda traj: {}, policy.scored_action)
 
 
-def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec,
-                   algo: str) -> ActorCritic:
+def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec, algo: str) -> ActorCritic:
     """The recurrent actor-critic (module docstring); params are one network's."""
     policy = make_policy(spec, algo)
-    net = RecurrentActorCritic(torso, memory, spec.num_actions if spec.discrete else 0,
-                               0 if spec.discrete else spec.action_shape[0])
+    net = RecurrentActorCritic(
+        torso,
+        memory,
+        spec.num_actions if spec.discrete else 0,
+        0 if spec.discrete else spec.action_shape[0],
+    )
 
     def init_carry(batch: int):
         return initial_carry(memory, batch)
@@ -210,39 +225,52 @@ def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec,
         obs = flat(batch["obs"])
         xp = net.apply(params, net.apply(params, obs, method="embed"), method="project")
         carry = jax.tree.map(lambda c: c[0], batch["carry"])
-        h, carries = unroll(lambda c, x: net.apply(params, c, x, method="recur"), carry,
-                            xp.reshape(*lead, -1), batch["episode_start"])
+        h, carries = unroll(
+            lambda c, x: net.apply(params, c, x, method="recur"),
+            carry,
+            xp.reshape(*lead, -1),
+            batch["episode_start"],
+        )
         h = h.reshape(math.prod(lead), -1)
-        log_prob, entropy = policy.score(net.apply(params, h, obs, method="policy"),
-                                         flat(batch["action"]))
+        log_prob, entropy = policy.score(
+            net.apply(params, h, obs, method="policy"), flat(batch["action"])
+        )
         value = net.apply(params, h, method="value")
         next_v = None
         if next_value:  # V(x'_t): one more cell step from the carry after step t
             fixed = jax.lax.stop_gradient(params)
             x_next = net.apply(fixed, flat(batch["next_obs"]), method="embed")
-            _, h_next = net.apply(fixed, jax.lax.stop_gradient(flat(carries)), x_next,
-                                  method="step")
+            _, h_next = net.apply(
+                fixed, jax.lax.stop_gradient(flat(carries)), x_next, method="step"
+            )
             next_v = net.apply(fixed, h_next, method="value")
         return _unflatten(lead, Scored(log_prob, entropy, value, next_v))
 
     def sequence_inputs(traj):
-        return {"carry": jax.tree.map(lambda c: c[:1], traj.memory.carry),
-                "episode_start": traj.memory.episode_start}
+        return {
+            "carry": jax.tree.map(lambda c: c[:1], traj.memory.carry),
+            "episode_start": traj.memory.episode_start,
+        }
 
     def values(params, traj):
-        batch = {"obs": traj.obs, "next_obs": traj.next_obs,
-                 "action": policy.scored_action(traj), **sequence_inputs(traj)}
+        batch = {
+            "obs": traj.obs,
+            "next_obs": traj.next_obs,
+            "action": policy.scored_action(traj),
+            **sequence_inputs(traj),
+        }
         scored = evaluate(params, batch, next_value=True)
         return scored.value, scored.next_value
 
-    return ActorCritic(init, act, greedy, evaluate, values, sequence_inputs,
-                       policy.scored_action, init_carry)
+    return ActorCritic(
+        init, act, greedy, evaluate, values, sequence_inputs, policy.scored_action, init_carry
+    )
 
 
 def _flatten(lead: tuple[int, ...]) -> Callable[[Any], Any]:
     """tree [*lead, ...] -> [prod(lead), ...]."""
     n = math.prod(lead)
-    return lambda tree: jax.tree.map(lambda x: x.reshape(n, *x.shape[len(lead):]), tree)
+    return lambda tree: jax.tree.map(lambda x: x.reshape(n, *x.shape[len(lead) :]), tree)
 
 
 def _unflatten(lead: tuple[int, ...], scored: Scored) -> Scored:

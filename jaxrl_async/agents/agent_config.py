@@ -25,16 +25,24 @@ def field_checks(config, section: str = "agent"):
     def need(ok, key, requirement):
         require(ok, f"{section}.{key}", getattr(config, key), requirement)
 
-    need(len(config.hidden_sizes) >= 1 and min(config.hidden_sizes) >= 1,
-         "hidden_sizes", "a non-empty list of positive ints")
-    need(config.activation in ACTIVATION_NAMES, "activation",
-         f"one of {list(ACTIVATION_NAMES)}")
+    need(
+        len(config.hidden_sizes) >= 1 and min(config.hidden_sizes) >= 1,
+        "hidden_sizes",
+        "a non-empty list of positive ints",
+    )
+    need(config.activation in ACTIVATION_NAMES, "activation", f"one of {list(ACTIVATION_NAMES)}")
     need(config.torso in TORSOS, "torso", f"one of {list(TORSOS)}")
     for key in ("cnn_channels", "cnn_kernels", "cnn_strides"):
-        need(len(getattr(config, key)) >= 1 and min(getattr(config, key)) >= 1, key,
-             "a non-empty list of positive ints")
-    need(len(config.cnn_channels) == len(config.cnn_kernels) == len(config.cnn_strides),
-         "cnn_channels", "as long as agent.cnn_kernels and agent.cnn_strides")
+        need(
+            len(getattr(config, key)) >= 1 and min(getattr(config, key)) >= 1,
+            key,
+            "a non-empty list of positive ints",
+        )
+    need(
+        len(config.cnn_channels) == len(config.cnn_kernels) == len(config.cnn_strides),
+        "cnn_channels",
+        "as long as agent.cnn_kernels and agent.cnn_strides",
+    )
     need(config.memory in MEMORIES, "memory", f"one of {list(MEMORIES)}")
     need(config.memory_size >= 1, "memory_size", ">= 1")
     return need
@@ -70,8 +78,11 @@ class AgentConfig:
     def torso_spec(self):
         from jaxrl_async.networks import TorsoSpec
 
-        conv = (tuple(zip(self.cnn_channels, self.cnn_kernels, self.cnn_strides))
-                if self.torso == "cnn" else ())
+        conv = (
+            tuple(zip(self.cnn_channels, self.cnn_kernels, self.cnn_strides))
+            if self.torso == "cnn"
+            else ()
+        )
         return TorsoSpec(tuple(self.hidden_sizes), self.activation, conv)
 
     def memory_spec(self):
@@ -111,13 +122,18 @@ def check_env_minibatches(config, devices: int, why: str) -> None:
     local_envs = config.env.num_envs // devices
     if local_envs % minibatches:
         where = "" if devices == 1 else f" / {devices} devices = {local_envs} envs per device"
-        raise ConfigError(f"agent.num_minibatches={minibatches} does not divide "
-                          f"env.num_envs={config.env.num_envs}{where} ({why})")
+        raise ConfigError(
+            f"agent.num_minibatches={minibatches} does not divide "
+            f"env.num_envs={config.env.num_envs}{where} ({why})"
+        )
 
 
 def memoryless_only(need, config, algo: str) -> None:
-    need(config.memory == "none", "memory",
-         f"none: {algo} has no recurrent network (ppo and impala have)")
+    need(
+        config.memory == "none",
+        "memory",
+        f"none: {algo} has no recurrent network (ppo and impala have)",
+    )
 
 
 def check_epsilon_fields(need, config) -> None:

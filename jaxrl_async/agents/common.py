@@ -72,8 +72,14 @@ class Optimizer(NamedTuple):
         return -rate * direction, (state, optax.safe_int32_increment(count))
 
 
-def make_optimizer(name: str, anneal: bool, num_grad_steps: int, eps: float,
-                   adam_b1: float = 0.9, clip: bool = True) -> Optimizer:
+def make_optimizer(
+    name: str,
+    anneal: bool,
+    num_grad_steps: int,
+    eps: float,
+    adam_b1: float = 0.9,
+    clip: bool = True,
+) -> Optimizer:
     """Global-norm clipping (unless `clip` is off), then Adam (first-moment decay
     `adam_b1`) or RMSProp, the rate annealed linearly to 0 over `num_grad_steps` if asked."""
     if name == "adam":
@@ -128,8 +134,10 @@ def env_group_minibatches(key, data, num_minibatches: int):
     """
     B = jax.tree.leaves(data)[0].shape[1]  # this device's envs
     if B % num_minibatches:
-        raise ConfigError(f"agent.num_minibatches={num_minibatches} does not divide "
-                          f"the {B} envs each device holds")
+        raise ConfigError(
+            f"agent.num_minibatches={num_minibatches} does not divide "
+            f"the {B} envs each device holds"
+        )
     order = jax.random.permutation(key, num_minibatches)
 
     def split(x):
@@ -181,7 +189,8 @@ def sgd(loss_fn, rule: StepRule, params, opt_state, epoch_keys, minibatches):
 
     def sgd_step(carry, mb):
         flat, opt_state, metrics, _ = flat_grad_step(
-            lambda p, b: loss_fn(unravel(p), b), rule, *carry, mb)
+            lambda p, b: loss_fn(unravel(p), b), rule, *carry, mb
+        )
         return (flat, opt_state), metrics
 
     def epoch(carry, epoch_key):

@@ -37,16 +37,38 @@ from jaxrl_async.agents.agent_config import (
 )
 from jaxrl_async.errors import ConfigError
 
-__all__ = ["ACTIVATION_NAMES", "AGENTS", "AGENT_CONFIGS", "DQN_LOSSES", "IMPALA_OPTIMIZERS",
-           "MEMORIES", "TORSOS", "AgentConfig", "DQNConfig", "IMPALAConfig", "PPOConfig",
-           "PQNConfig", "R2D2Config", "SACConfig", "TD3Config", "bind"]
+__all__ = [
+    "ACTIVATION_NAMES",
+    "AGENTS",
+    "AGENT_CONFIGS",
+    "DQN_LOSSES",
+    "IMPALA_OPTIMIZERS",
+    "MEMORIES",
+    "TORSOS",
+    "AgentConfig",
+    "DQNConfig",
+    "IMPALAConfig",
+    "PPOConfig",
+    "PQNConfig",
+    "R2D2Config",
+    "SACConfig",
+    "TD3Config",
+    "bind",
+]
 
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig(AgentConfig):
     SWEEPABLE: ClassVar[tuple[str, ...]] = (
-        "learning_rate", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef",
-        "max_grad_norm", "reward_scale")
+        "learning_rate",
+        "gamma",
+        "gae_lambda",
+        "clip_eps",
+        "ent_coef",
+        "vf_coef",
+        "max_grad_norm",
+        "reward_scale",
+    )
 
     name: str = "ppo"
     learning_rate: float = 2.5e-4
@@ -94,14 +116,23 @@ class PPOConfig(AgentConfig):
             raise ConfigError(
                 f"agent.num_minibatches={self.num_minibatches} does not divide "
                 f"pipeline.rollout_len={config.pipeline.rollout_len} (each minibatch takes "
-                f"an equal share of every env's steps)")
+                f"an equal share of every env's steps)"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class IMPALAConfig(AgentConfig):
     SWEEPABLE: ClassVar[tuple[str, ...]] = (
-        "learning_rate", "gamma", "vtrace_lambda", "clip_rho_threshold",
-        "clip_pg_rho_threshold", "baseline_coef", "ent_coef", "reward_scale", "max_grad_norm")
+        "learning_rate",
+        "gamma",
+        "vtrace_lambda",
+        "clip_rho_threshold",
+        "clip_pg_rho_threshold",
+        "baseline_coef",
+        "ent_coef",
+        "reward_scale",
+        "max_grad_norm",
+    )
 
     name: str = "impala"
     learning_rate: float = 1e-3
@@ -129,8 +160,7 @@ class IMPALAConfig(AgentConfig):
         need = field_checks(self)
 
         need(self.learning_rate >= 0, "learning_rate", ">= 0 (0: no learning, a control)")
-        need(self.optimizer in IMPALA_OPTIMIZERS, "optimizer",
-             f"one of {list(IMPALA_OPTIMIZERS)}")
+        need(self.optimizer in IMPALA_OPTIMIZERS, "optimizer", f"one of {list(IMPALA_OPTIMIZERS)}")
         need(self.optimizer_eps > 0, "optimizer_eps", "> 0")
         need(0 <= self.adam_b1 < 1, "adam_b1", "in [0, 1)")
         need(0 <= self.gamma <= 1, "gamma", "in [0, 1]")
@@ -160,7 +190,12 @@ class PQNConfig(AgentConfig):
     mean for dqn (agents/exploration.py); the epsilons are the actor's, compiled in."""
 
     SWEEPABLE: ClassVar[tuple[str, ...]] = (
-        "learning_rate", "gamma", "q_lambda", "max_grad_norm", "reward_scale")
+        "learning_rate",
+        "gamma",
+        "q_lambda",
+        "max_grad_norm",
+        "reward_scale",
+    )
 
     name: str = "pqn"
     learning_rate: float = 2.5e-4
@@ -205,15 +240,15 @@ class PQNConfig(AgentConfig):
             raise ConfigError(
                 f"agent.num_minibatches={self.num_minibatches} does not divide "
                 f"pipeline.rollout_len={config.pipeline.rollout_len} (each minibatch takes "
-                f"an equal share of every env's steps)")
+                f"an equal share of every env's steps)"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class DQNConfig(AgentConfig):
     DATA: ClassVar[str] = "replay"
     # gamma and n_step shape what the replay stores; the epsilons are the actor's
-    SWEEPABLE: ClassVar[tuple[str, ...]] = (
-        "learning_rate", "max_grad_norm", "huber_delta", "tau")
+    SWEEPABLE: ClassVar[tuple[str, ...]] = ("learning_rate", "max_grad_norm", "huber_delta", "tau")
 
     name: str = "dqn"
     learning_rate: float = 2.5e-4
@@ -257,8 +292,13 @@ class R2D2Config(DQNConfig):
     sequences), of which the first `burn_in` only warm up the carry."""
 
     SWEEPABLE: ClassVar[tuple[str, ...]] = (
-        "learning_rate", "max_grad_norm", "huber_delta", "tau", "priority_eta",
-        "rescale_eps")
+        "learning_rate",
+        "max_grad_norm",
+        "huber_delta",
+        "tau",
+        "priority_eta",
+        "rescale_eps",
+    )
 
     name: str = "r2d2"
     learning_rate: float = 1e-3
@@ -285,10 +325,16 @@ class R2D2Config(DQNConfig):
         check_dqn_fields(need, self)
         need(self.memory != "none", "memory", "gru or lstm: r2d2 is recurrent")
         need(self.sequence_length >= 1, "sequence_length", ">= 1")
-        need(0 <= self.sequence_overlap < self.sequence_length, "sequence_overlap",
-             "in [0, agent.sequence_length)")
-        need(0 <= self.burn_in < self.sequence_length, "burn_in",
-             "in [0, agent.sequence_length): some steps must be trained")
+        need(
+            0 <= self.sequence_overlap < self.sequence_length,
+            "sequence_overlap",
+            "in [0, agent.sequence_length)",
+        )
+        need(
+            0 <= self.burn_in < self.sequence_length,
+            "burn_in",
+            "in [0, agent.sequence_length): some steps must be trained",
+        )
         need(0 <= self.priority_eta <= 1, "priority_eta", "in [0, 1]")
         need(self.rescale_eps > 0, "rescale_eps", "> 0")
 
@@ -300,7 +346,8 @@ class R2D2Config(DQNConfig):
             raise ConfigError(
                 f"agent.sequence_length={self.sequence_length} - agent.sequence_overlap="
                 f"{self.sequence_overlap} = {stride} does not divide pipeline.rollout_len="
-                f"{config.pipeline.rollout_len} (a sequence starts every {stride} steps)")
+                f"{config.pipeline.rollout_len} (a sequence starts every {stride} steps)"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,7 +355,11 @@ class SACConfig(AgentConfig):
     DATA: ClassVar[str] = "replay"
     # max_grad_norm is not: 0 compiles no clipping at all
     SWEEPABLE: ClassVar[tuple[str, ...]] = (
-        "learning_rate", "tau", "reward_scale", "target_entropy")
+        "learning_rate",
+        "tau",
+        "reward_scale",
+        "target_entropy",
+    )
 
     name: str = "sac"
     learning_rate: float = 3e-4
@@ -329,8 +380,11 @@ class SACConfig(AgentConfig):
 
         check_twin_critic_fields(need, self)
         need(self.init_alpha > 0, "init_alpha", "> 0")
-        need(self.target_entropy is None or math.isfinite(self.target_entropy),
-             "target_entropy", "a finite number or null (-action_dim)")
+        need(
+            self.target_entropy is None or math.isfinite(self.target_entropy),
+            "target_entropy",
+            "a finite number or null (-action_dim)",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -341,7 +395,12 @@ class TD3Config(AgentConfig):
 
     DATA: ClassVar[str] = "replay"
     SWEEPABLE: ClassVar[tuple[str, ...]] = (
-        "learning_rate", "tau", "reward_scale", "policy_noise", "noise_clip")
+        "learning_rate",
+        "tau",
+        "reward_scale",
+        "policy_noise",
+        "noise_clip",
+    )
 
     name: str = "td3"
     learning_rate: float = 3e-4  # the actor's and the critics' (two Adams)

@@ -49,18 +49,22 @@ def action_box(spec, algo: str) -> ActionBox:
     """The ActionBox of `spec` (envs.EnvSpec); a ConfigError naming `algo` unless the
     actions are one finite, non-empty box."""
     if spec.discrete:
-        raise ConfigError(f"{algo} needs continuous actions; this env's are discrete "
-                          f"({spec.num_actions} actions)")
+        raise ConfigError(
+            f"{algo} needs continuous actions; this env's are discrete ({spec.num_actions} actions)"
+        )
     if len(spec.action_shape) != 1:
         raise ConfigError(f"{algo} needs a vector action, got shape {spec.action_shape}")
     low = np.asarray(spec.action_low, np.float32)
     high = np.asarray(spec.action_high, np.float32)
     if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
-        raise ConfigError(f"{algo} squashes actions into the env's bounds, which must be "
-                          f"finite with low < high (got low={low.tolist()}, "
-                          f"high={high.tolist()})")
-    return ActionBox(low, high, jnp.asarray((high + low) / 2), jnp.asarray((high - low) / 2),
-                     spec.action_dtype)
+        raise ConfigError(
+            f"{algo} squashes actions into the env's bounds, which must be "
+            f"finite with low < high (got low={low.tolist()}, "
+            f"high={high.tolist()})"
+        )
+    return ActionBox(
+        low, high, jnp.asarray((high + low) / 2), jnp.asarray((high - low) / 2), spec.action_dtype
+    )
 
 
 def make_critics(config) -> QEnsemble:
@@ -72,11 +76,14 @@ def replay_batch(sample, box: ActionBox) -> dict:
     """A replay Sample of [b] NStepTransition items as the critics' float32 batch, the
     actions in (-1, 1)^A."""
     items = sample.items
-    return {"obs": items.obs, "next_obs": items.next_obs,
-            "action": box.from_env(items.action),
-            "reward": items.reward.astype(jnp.float32),
-            "discount": items.discount.astype(jnp.float32),
-            "weights": sample.weights.astype(jnp.float32)}
+    return {
+        "obs": items.obs,
+        "next_obs": items.next_obs,
+        "action": box.from_env(items.action),
+        "reward": items.reward.astype(jnp.float32),
+        "discount": items.discount.astype(jnp.float32),
+        "weights": sample.weights.astype(jnp.float32),
+    }
 
 
 def sample_keys(key, batch: int, axis_name: str | None):
@@ -97,8 +104,9 @@ def standard_normal_rows(keys, width: int):
     return jnp.stack([noise, jnp.full_like(noise, -jnp.inf)]).max(axis=0)
 
 
-def twin_min_target(critic: QEnsemble, target_critic, batch: dict, next_action,
-                    reward_scale, bonus=None):
+def twin_min_target(
+    critic: QEnsemble, target_critic, batch: dict, next_action, reward_scale, bonus=None
+):
     """The clipped double-Q target [b], without gradient:
     reward_scale · r + d · (min_i Q'_i(x', a') - bonus), Q' the target critics; `bonus`
     [b] is SAC's α log π(a'|x') (None: TD3's, nothing)."""

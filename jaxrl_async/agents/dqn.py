@@ -54,24 +54,33 @@ def move_target(config, params, target_params, steps):
     move = (steps % config.target_update_every) == 0
     return jax.tree.map(
         lambda new, old: jnp.where(move, config.tau * new + (1 - config.tau) * old, old),
-        params, target_params)
+        params,
+        target_params,
+    )
 
 
 def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
     if not ctx.spec.discrete:
-        raise ConfigError("agent.name=dqn needs a discrete action space; use sac for "
-                          "continuous actions")
+        raise ConfigError(
+            "agent.name=dqn needs a discrete action space; use sac for continuous actions"
+        )
     net = QNetwork(ctx.spec.num_actions, config.torso_spec(), config.dueling)
-    optimizer = make_optimizer("adam", config.anneal_lr,
-                               max(1, ctx.num_updates * config.updates_per_tick),
-                               config.adam_eps)
-    act, greedy = epsilon_greedy_actor(config, net.apply, ctx.spec.num_actions,
-                                       ctx.spec.action_dtype)
+    optimizer = make_optimizer(
+        "adam", config.anneal_lr, max(1, ctx.num_updates * config.updates_per_tick), config.adam_eps
+    )
+    act, greedy = epsilon_greedy_actor(
+        config, net.apply, ctx.spec.num_actions, ctx.spec.action_dtype
+    )
 
     def init(key):
         params = net.init(key, obs_zeros(ctx.spec))
-        return DQNState(params, params, optimizer.init(ravel_pytree(params)[0]), jnp.int32(0),
-                        initial_hparams(config))
+        return DQNState(
+            params,
+            params,
+            optimizer.init(ravel_pytree(params)[0]),
+            jnp.int32(0),
+            initial_hparams(config),
+        )
 
     def learn(state: DQNState, sample, key):
         del key  # the sample carries all randomness
@@ -86,27 +95,37 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
 
         def loss_fn(flat, _):
             q = net.apply(unravel(flat), items.obs)
-            q_taken = jnp.take_along_axis(q, items.action[:, None].astype(jnp.int32),
-                                          axis=-1)[:, 0]
-            target = jax.lax.stop_gradient(td_targets(
-                next_q_online, next_q_target, items.reward, items.discount, config.double))
+            q_taken = jnp.take_along_axis(q, items.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
+            target = jax.lax.stop_gradient(
+                td_targets(
+                    next_q_online, next_q_target, items.reward, items.discount, config.double
+                )
+            )
             td = target - q_taken
             if config.loss == "huber":
                 per_item = optax.huber_loss(td, delta=hp.huber_delta)
             else:
                 per_item = 0.5 * jnp.square(td)
             loss = jnp.mean(sample.weights * per_item)
-            metrics = {"loss": loss, "q_mean": jnp.mean(q_taken),
-                       "td_abs_mean": jnp.mean(jnp.abs(td))}
+            metrics = {
+                "loss": loss,
+                "q_mean": jnp.mean(q_taken),
+                "td_abs_mean": jnp.mean(jnp.abs(td)),
+            }
             return loss, (metrics, jnp.abs(td))
 
         flat, opt_state, metrics, td_abs = flat_grad_step(
-            loss_fn, StepRule(optimizer, hp, ctx.axis_name), flat, state.opt_state)
+            loss_fn, StepRule(optimizer, hp, ctx.axis_name), flat, state.opt_state
+        )
         params, steps = unravel(flat), state.steps + 1
         target_params = move_target(hp, params, state.target_params, steps)
-        return (DQNState(params, target_params, opt_state, steps, state.hparams), metrics,
-                td_abs)
+        return (DQNState(params, target_params, opt_state, steps, state.hparams), metrics, td_abs)
 
-    return Agent(init=init, act=act, learn=learn, data="replay",
-                 replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
-                 greedy=greedy)
+    return Agent(
+        init=init,
+        act=act,
+        learn=learn,
+        data="replay",
+        replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
+        greedy=greedy,
+    )

@@ -9,7 +9,7 @@ all envs, or with `per_env_epsilon` Ape-X's fixed ε_i = `apex_epsilon`^(1 + `ap
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -36,17 +36,21 @@ def legal_actions(obs, num_actions: int):
 
 def epsilon_greedy(keys, best, epsilon, legal):
     """Per env: with probability epsilon [B] a uniformly random legal action, else `best`."""
+
     def explore(key, eps, legal):
         coin_key, action_key = jax.random.split(key)
-        return (jax.random.uniform(coin_key) < eps,
-                jax.random.categorical(action_key, jnp.where(legal, 0.0, -jnp.inf)))
+        return (
+            jax.random.uniform(coin_key) < eps,
+            jax.random.categorical(action_key, jnp.where(legal, 0.0, -jnp.inf)),
+        )
 
     explores, random_action = jax.vmap(explore)(keys, epsilon, legal)
     return jnp.where(explores, random_action, best)
 
 
-def epsilon_greedy_actor(config, q_values: Callable, num_actions: int, action_dtype,
-                         record_epsilon: bool = False):
+def epsilon_greedy_actor(
+    config, q_values: Callable, num_actions: int, action_dtype, record_epsilon: bool = False
+):
     """(act, greedy) of a memoryless agent whose Q-network is `q_values(params, obs)` ->
     [B, A] (illegal actions already at -1e9, `networks.QNetwork`): greedy is the argmax,
     act (`Agent.act`) explores around it at the schedule's epsilon for the actor's clock.
@@ -57,8 +61,7 @@ def epsilon_greedy_actor(config, q_values: Callable, num_actions: int, action_dt
 
     def act(params, obs, keys, clock):
         epsilon = epsilons(config, clock.env_steps, clock.env_index, clock.num_envs)
-        action = epsilon_greedy(keys, greedy(params, obs), epsilon,
-                                legal_actions(obs, num_actions))
+        action = epsilon_greedy(keys, greedy(params, obs), epsilon, legal_actions(obs, num_actions))
         return action.astype(action_dtype), ({"epsilon": epsilon} if record_epsilon else {})
 
     return act, greedy

@@ -37,8 +37,9 @@ __all__ = ["env_group_minibatches", "make_impala"]
 def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
     net = make_actor_critic(ctx.spec, config.torso_spec(), "impala", config.memory_spec())
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
-    optimizer = make_optimizer(config.optimizer, config.anneal_lr, num_grad_steps,
-                               config.optimizer_eps, config.adam_b1)
+    optimizer = make_optimizer(
+        config.optimizer, config.anneal_lr, num_grad_steps, config.optimizer_eps, config.adam_b1
+    )
 
     def init(key):
         params = net.init(key)
@@ -50,12 +51,19 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
         scored = net.evaluate(params, mb, next_value=True)
         values, next_values, log_prob = scored.value, scored.next_value, scored.log_prob
         log_rhos = jax.lax.stop_gradient(log_prob) - mb["log_prob"]
-        rewards, discounts = fold_truncation(mb["reward"], next_values, mb["terminated"],
-                                             mb["truncated"], hp.gamma)
-        targets = vtrace(jax.lax.stop_gradient(values), next_values[-1], rewards, discounts,
-                         log_rhos, lambda_=hp.vtrace_lambda,
-                         clip_rho_threshold=hp.clip_rho_threshold,
-                         clip_pg_rho_threshold=hp.clip_pg_rho_threshold)
+        rewards, discounts = fold_truncation(
+            mb["reward"], next_values, mb["terminated"], mb["truncated"], hp.gamma
+        )
+        targets = vtrace(
+            jax.lax.stop_gradient(values),
+            next_values[-1],
+            rewards,
+            discounts,
+            log_rhos,
+            lambda_=hp.vtrace_lambda,
+            clip_rho_threshold=hp.clip_rho_threshold,
+            clip_pg_rho_threshold=hp.clip_pg_rho_threshold,
+        )
         pg_loss = -jnp.mean(targets.pg_advantages * log_prob)
         value_loss = 0.5 * jnp.mean(jnp.square(targets.vs - values))
         entropy = jnp.mean(scored.entropy)
@@ -65,8 +73,12 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
         # bits; the tolerance keeps that noise out of the clip fraction.
         clipped = rhos > hp.clip_rho_threshold * (1 + 1e-4)
         metrics = {
-            "loss": total, "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
-            "rho_mean": jnp.mean(rhos), "rho_clip_frac": jnp.mean(clipped.astype(jnp.float32)),
+            "loss": total,
+            "pg_loss": pg_loss,
+            "value_loss": value_loss,
+            "entropy": entropy,
+            "rho_mean": jnp.mean(rhos),
+            "rho_clip_frac": jnp.mean(clipped.astype(jnp.float32)),
             # KL(behaviour || current) estimated from the actions taken: mean(rho - 1 - log rho),
             # >= 0 per sample. How far the learner's policy has moved from the actor's.
             "behaviour_kl": jnp.mean(rhos - 1.0 - log_rhos),
@@ -76,16 +88,31 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
     def learn(state: ActorCriticState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
         hp = bind(config, state.hparams)
-        data = {"obs": traj.obs, "next_obs": traj.next_obs, "action": net.scored_action(traj),
-                "log_prob": traj.extras["log_prob"],
-                "reward": hp.reward_scale * traj.reward.astype(jnp.float32),
-                "terminated": traj.terminated, "truncated": traj.truncated,
-                **net.sequence_inputs(traj)}
+        data = {
+            "obs": traj.obs,
+            "next_obs": traj.next_obs,
+            "action": net.scored_action(traj),
+            "log_prob": traj.extras["log_prob"],
+            "reward": hp.reward_scale * traj.reward.astype(jnp.float32),
+            "terminated": traj.terminated,
+            "truncated": traj.truncated,
+            **net.sequence_inputs(traj),
+        }
         params, opt_state, metrics = sgd(
-            lambda p, mb: loss_fn(p, mb, hp), StepRule(optimizer, hp, ctx.axis_name),
-            state.params, state.opt_state, jax.random.split(key, config.num_epochs),
-            lambda epoch_key: env_group_minibatches(epoch_key, data, config.num_minibatches))
+            lambda p, mb: loss_fn(p, mb, hp),
+            StepRule(optimizer, hp, ctx.axis_name),
+            state.params,
+            state.opt_state,
+            jax.random.split(key, config.num_epochs),
+            lambda epoch_key: env_group_minibatches(epoch_key, data, config.num_minibatches),
+        )
         return ActorCriticState(params, opt_state, state.hparams), metrics
 
-    return Agent(init=init, act=net.act, learn=learn, data="trajectory",
-                 greedy=net.greedy, init_carry=net.init_carry)
+    return Agent(
+        init=init,
+        act=net.act,
+        learn=learn,
+        data="trajectory",
+        greedy=net.greedy,
+        init_carry=net.init_carry,
+    )

@@ -62,25 +62,46 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         # A truncating step bootstraps from V(final observation): folded into its reward,
         # with the trace cut there, so that `gae` sees only terminations.
         rewards, discounts = fold_truncation(
-            hp.reward_scale * traj.reward.astype(jnp.float32), next_values, traj.terminated,
-            traj.truncated, hp.gamma)
+            hp.reward_scale * traj.reward.astype(jnp.float32),
+            next_values,
+            traj.terminated,
+            traj.truncated,
+            hp.gamma,
+        )
         advantages = gae(values, next_values[-1], rewards, discounts, hp.gae_lambda)
-        return {"obs": traj.obs, "action": net.scored_action(traj),
-                "log_prob": traj.extras["log_prob"], "advantage": advantages,
-                "target": advantages + values, "value": values, **net.sequence_inputs(traj)}
+        return {
+            "obs": traj.obs,
+            "action": net.scored_action(traj),
+            "log_prob": traj.extras["log_prob"],
+            "advantage": advantages,
+            "target": advantages + values,
+            "value": values,
+            **net.sequence_inputs(traj),
+        }
 
     def learn(state: ActorCriticState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
         data = targets(state, traj)
         hp = bind(config, state.hparams)
         params, opt_state, metrics = sgd(
-            lambda p, mb: ppo_loss(net, p, mb, hp), StepRule(optimizer, hp, ctx.axis_name),
-            state.params, state.opt_state, jax.random.split(key, config.num_epochs),
-            minibatches(data))
+            lambda p, mb: ppo_loss(net, p, mb, hp),
+            StepRule(optimizer, hp, ctx.axis_name),
+            state.params,
+            state.opt_state,
+            jax.random.split(key, config.num_epochs),
+            minibatches(data),
+        )
         return ActorCriticState(params, opt_state, state.hparams), metrics
 
-    return Agent(init=init, act=net.act, learn=learn, data="trajectory",
-                 greedy=net.greedy, init_carry=net.init_carry, targets=targets)
+    return Agent(
+        init=init,
+        act=net.act,
+        learn=learn,
+        data="trajectory",
+        greedy=net.greedy,
+        init_carry=net.init_carry,
+        targets=targets,
+    )
 
 
 def ppo_loss(net, params, mb, hp):
@@ -95,14 +116,16 @@ def ppo_loss(net, params, mb, hp):
     value = scored.value
     value_err = jnp.square(value - mb["target"])
     if hp.clip_value:
-        value_clipped = mb["value"] + jnp.clip(value - mb["value"],
-                                               -hp.clip_eps, hp.clip_eps)
+        value_clipped = mb["value"] + jnp.clip(value - mb["value"], -hp.clip_eps, hp.clip_eps)
         value_err = jnp.maximum(value_err, jnp.square(value_clipped - mb["target"]))
     value_loss = 0.5 * jnp.mean(value_err)
     entropy = jnp.mean(scored.entropy)
     total = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
     metrics = {
-        "loss": total, "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
+        "loss": total,
+        "pg_loss": pg_loss,
+        "value_loss": value_loss,
+        "entropy": entropy,
         "approx_kl": jnp.mean((ratio - 1) - log_ratio),
         "clip_frac": jnp.mean((jnp.abs(ratio - 1) > hp.clip_eps).astype(jnp.float32)),
     }

@@ -76,14 +76,16 @@ class PQNState:
 
 def make_pqn(config: PQNConfig, ctx: BuildContext) -> Agent:
     if not ctx.spec.discrete:
-        raise ConfigError("agent.name=pqn needs a discrete action space; use sac or ppo for "
-                          "continuous actions")
+        raise ConfigError(
+            "agent.name=pqn needs a discrete action space; use sac or ppo for continuous actions"
+        )
     torso = config.torso_spec()._replace(layer_norm=config.layer_norm)
     net = QNetwork(ctx.spec.num_actions, torso)
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
     optimizer = make_optimizer("adam", config.anneal_lr, num_grad_steps, config.adam_eps)
-    act, greedy = epsilon_greedy_actor(config, net.apply, ctx.spec.num_actions,
-                                       ctx.spec.action_dtype, record_epsilon=True)
+    act, greedy = epsilon_greedy_actor(
+        config, net.apply, ctx.spec.num_actions, ctx.spec.action_dtype, record_epsilon=True
+    )
 
     def init(key):
         params = net.init(key, obs_zeros(ctx.spec))
@@ -101,34 +103,44 @@ def make_pqn(config: PQNConfig, ctx: BuildContext) -> Agent:
         hp = bind(config, state.hparams)
         next_values = max_q(state.params, traj.next_obs)
         rewards, discounts = fold_truncation(
-            hp.reward_scale * traj.reward.astype(jnp.float32), next_values, traj.terminated,
-            traj.truncated, hp.gamma)
+            hp.reward_scale * traj.reward.astype(jnp.float32),
+            next_values,
+            traj.terminated,
+            traj.truncated,
+            hp.gamma,
+        )
         returns = q_lambda(next_values, rewards, discounts, hp.q_lambda)
         return {"obs": traj.obs, "action": traj.action, "target": returns}
 
     def loss_fn(params, mb):
         q = net.apply(params, mb["obs"])
-        q_taken = jnp.take_along_axis(q, mb["action"][:, None].astype(jnp.int32),
-                                      axis=-1)[:, 0]
+        q_taken = jnp.take_along_axis(q, mb["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
         td = mb["target"] - q_taken
         loss = 0.5 * jnp.mean(jnp.square(td))
-        return loss, {"loss": loss, "q_mean": jnp.mean(q_taken),
-                      "target_mean": jnp.mean(mb["target"]),
-                      "td_abs_mean": jnp.mean(jnp.abs(td))}
+        return loss, {
+            "loss": loss,
+            "q_mean": jnp.mean(q_taken),
+            "target_mean": jnp.mean(mb["target"]),
+            "td_abs_mean": jnp.mean(jnp.abs(td)),
+        }
 
     def learn(state: PQNState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
         data = targets(state, traj)
         hp = bind(config, state.hparams)
         params, opt_state, metrics = sgd(
-            loss_fn, StepRule(optimizer, hp, ctx.axis_name), state.params, state.opt_state,
+            loss_fn,
+            StepRule(optimizer, hp, ctx.axis_name),
+            state.params,
+            state.opt_state,
             jax.random.split(key, config.num_epochs),
-            lambda epoch_key: env_minibatches(epoch_key, data, config.num_minibatches,
-                                              ctx.axis_name))
+            lambda epoch_key: env_minibatches(
+                epoch_key, data, config.num_minibatches, ctx.axis_name
+            ),
+        )
         epsilon = jnp.mean(traj.extras["epsilon"])  # the actor's, over its envs
         if ctx.axis_name is not None:
             epsilon = jax.lax.pmean(epsilon, ctx.axis_name)
         return PQNState(params, opt_state, state.hparams), {**metrics, "epsilon": epsilon}
 
-    return Agent(init=init, act=act, learn=learn, data="trajectory", greedy=greedy,
-                 targets=targets)
+    return Agent(init=init, act=act, learn=learn, data="trajectory", greedy=greedy, targets=targets)

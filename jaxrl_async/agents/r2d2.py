@@ -41,9 +41,9 @@ from jaxrl_async.agents.common import StepRule, flat_grad_step, initial_hparams,
 from jaxrl_async.agents.configs import R2D2Config, bind
 from jaxrl_async.agents.dqn import DQNState, move_target, td_targets
 from jaxrl_async.agents.exploration import epsilon_greedy, epsilons, legal_actions
+from jaxrl_async.cells import initial_carry, reset_carry, unroll
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.cells import initial_carry, reset_carry, unroll
 from jaxrl_async.initializers import orthogonal
 from jaxrl_async.networks import RecurrentCore, mask_logits
 from jaxrl_async.returns import nstep_returns
@@ -101,7 +101,7 @@ def time_major(items):
 
 def _flat(tree, lead):
     n = math.prod(lead)
-    return jax.tree.map(lambda x: x.reshape(n, *x.shape[len(lead):]), tree)
+    return jax.tree.map(lambda x: x.reshape(n, *x.shape[len(lead) :]), tree)
 
 
 class Unroller:
@@ -116,13 +116,15 @@ class Unroller:
         lead = jax.tree.leaves(obs)[0].shape[:2]
         x = self.net.apply(self.params, _flat(obs, lead), method="embed")
         xp = self.net.apply(self.params, x, method="project").reshape(*lead, -1)
-        return unroll(lambda c, x: self.net.apply(self.params, c, x, method="recur"), carry, xp,
-                      episode_start)
+        return unroll(
+            lambda c, x: self.net.apply(self.params, c, x, method="recur"), carry, xp, episode_start
+        )
 
     def q(self, h, obs):
         lead = h.shape[:2]
-        return self.net.apply(self.params, _flat(h, lead), _flat(obs, lead),
-                              method="q").reshape(*lead, -1)
+        return self.net.apply(self.params, _flat(h, lead), _flat(obs, lead), method="q").reshape(
+            *lead, -1
+        )
 
     def q_next(self, carries, next_obs):
         """Q(x'_t) [T, b, A]: one more cell step from the carry after each step t."""
@@ -132,8 +134,7 @@ class Unroller:
         return self.q(h.reshape(*lead, -1), next_obs)
 
 
-def sequence_loss(net: RecurrentQNetwork, config: R2D2Config, params, target_params, seq,
-                  weights):
+def sequence_loss(net: RecurrentQNetwork, config: R2D2Config, params, target_params, seq, weights):
     """(loss, (metrics, priorities [b])) of sequences `seq` (time-major [L, b, ...], carry
     [b, ...]) with importance weights [b]; the gradient flows only through `params` on the
     steps after the burn-in."""
@@ -142,8 +143,9 @@ def sequence_loss(net: RecurrentQNetwork, config: R2D2Config, params, target_par
     fixed = jax.lax.stop_gradient(params)
     carry = seq.carry
     if K:  # the burn-in refreshes the stored carry and passes on no gradient
-        _, carries = Unroller(net, fixed).unroll(carry, jax.tree.map(lambda x: x[:K], seq.obs),
-                                                 seq.episode_start[:K])
+        _, carries = Unroller(net, fixed).unroll(
+            carry, jax.tree.map(lambda x: x[:K], seq.obs), seq.episode_start[:K]
+        )
         carry = jax.lax.stop_gradient(jax.tree.map(lambda c: c[-1], carries))
     online = Unroller(net, params)
     h, carries = online.unroll(carry, trained(seq.obs), seq.episode_start[K:])
@@ -154,19 +156,28 @@ def sequence_loss(net: RecurrentQNetwork, config: R2D2Config, params, target_par
     _, target_carries = target_net.unroll(seq.carry, seq.obs, seq.episode_start)
     next_obs = trained(seq.next_obs)
     next_q_target = target_net.q_next(trained(target_carries), next_obs)
-    next_q_online = (Unroller(net, fixed).q_next(jax.lax.stop_gradient(carries), next_obs)
-                     if config.double else None)
+    next_q_online = (
+        Unroller(net, fixed).q_next(jax.lax.stop_gradient(carries), next_obs)
+        if config.double
+        else None
+    )
     M, b, A = next_q_target.shape
     flat_online = None if next_q_online is None else next_q_online.reshape(M * b, A)
-    bootstrap = td_targets(flat_online, next_q_target.reshape(M * b, A), jnp.zeros(M * b),
-                           jnp.ones(M * b), config.double).reshape(M, b)
+    bootstrap = td_targets(
+        flat_online,
+        next_q_target.reshape(M * b, A),
+        jnp.zeros(M * b),
+        jnp.ones(M * b),
+        config.double,
+    ).reshape(M, b)
 
     # n-step returns inside the trained steps: the sequence's last step ends every return
     # as a truncation would (bootstrapping from its x'); the padding is never reached.
     pad = lambda x: jnp.concatenate([x, jnp.zeros((n - 1, b), x.dtype)])  # noqa: E731
     truncated = seq.truncated[K:].at[-1].set(True)
-    returns, discounts, offsets = nstep_returns(pad(seq.reward[K:]), pad(seq.terminated[K:]),
-                                                pad(truncated), n, config.gamma)
+    returns, discounts, offsets = nstep_returns(
+        pad(seq.reward[K:]), pad(seq.terminated[K:]), pad(truncated), n, config.gamma
+    )
     bootstrap = jnp.take_along_axis(bootstrap, jnp.arange(M)[:, None] + offsets, axis=0)
     if config.value_rescale:
         eps = config.rescale_eps
@@ -190,9 +201,9 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
     memory = config.memory_spec()
     num_actions = ctx.spec.num_actions
     net = RecurrentQNetwork(config.torso_spec(), memory, num_actions, config.dueling)
-    optimizer = make_optimizer("adam", config.anneal_lr,
-                               max(1, ctx.num_updates * config.updates_per_tick),
-                               config.adam_eps)
+    optimizer = make_optimizer(
+        "adam", config.anneal_lr, max(1, ctx.num_updates * config.updates_per_tick), config.adam_eps
+    )
     action_dtype = ctx.spec.action_dtype
 
     def init_carry(batch: int):
@@ -200,8 +211,13 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
 
     def init(key):
         params = net.init(key, init_carry(1), obs_zeros(ctx.spec))
-        return DQNState(params, params, optimizer.init(ravel_pytree(params)[0]), jnp.int32(0),
-                        initial_hparams(config))
+        return DQNState(
+            params,
+            params,
+            optimizer.init(ravel_pytree(params)[0]),
+            jnp.int32(0),
+            initial_hparams(config),
+        )
 
     def core(params, carry, obs, episode_start):
         carry = reset_carry(carry, episode_start)
@@ -210,8 +226,9 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
     def act(params, carry, obs, episode_start, keys, clock):
         carry, q = core(params, carry, obs, episode_start)
         epsilon = epsilons(config, clock.env_steps, clock.env_index, clock.num_envs)
-        action = epsilon_greedy(keys, jnp.argmax(q, axis=-1), epsilon,
-                                legal_actions(obs, num_actions))
+        action = epsilon_greedy(
+            keys, jnp.argmax(q, axis=-1), epsilon, legal_actions(obs, num_actions)
+        )
         return carry, action.astype(action_dtype), {}
 
     def greedy(params, carry, obs, episode_start):
@@ -225,17 +242,32 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
         flat, unravel = ravel_pytree(state.params)
 
         def loss_fn(flat, _):
-            return sequence_loss(net, hp, unravel(flat), state.target_params, seq,
-                                 sample.weights)
+            return sequence_loss(net, hp, unravel(flat), state.target_params, seq, sample.weights)
 
         flat, opt_state, metrics, priorities = flat_grad_step(
-            loss_fn, StepRule(optimizer, hp, ctx.axis_name), flat, state.opt_state)
+            loss_fn, StepRule(optimizer, hp, ctx.axis_name), flat, state.opt_state
+        )
         params, steps = unravel(flat), state.steps + 1
         target_params = move_target(hp, params, state.target_params, steps)
-        return (DQNState(params, target_params, opt_state, steps, state.hparams), metrics,
-                priorities)
+        return (
+            DQNState(params, target_params, opt_state, steps, state.hparams),
+            metrics,
+            priorities,
+        )
 
-    use = ReplayUse(config.n_step, config.gamma, config.updates_per_tick,
-                    config.sequence_length, config.sequence_overlap)
-    return Agent(init=init, act=act, learn=learn, data="replay", replay=use, greedy=greedy,
-                 init_carry=init_carry)
+    use = ReplayUse(
+        config.n_step,
+        config.gamma,
+        config.updates_per_tick,
+        config.sequence_length,
+        config.sequence_overlap,
+    )
+    return Agent(
+        init=init,
+        act=act,
+        learn=learn,
+        data="replay",
+        replay=use,
+        greedy=greedy,
+        init_carry=init_carry,
+    )

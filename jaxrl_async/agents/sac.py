@@ -73,8 +73,7 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
         config = dataclasses.replace(config, target_entropy=-float(action_dim))
     actor = SquashedGaussianPolicy(action_dim, config.torso_spec())
     critic = make_critics(config)
-    optimizer = make_optimizer("adam", False, 1, config.adam_eps,
-                               clip=config.max_grad_norm > 0)
+    optimizer = make_optimizer("adam", False, 1, config.adam_eps, clip=config.max_grad_norm > 0)
 
     def trainable(state):
         return {"actor": state.params, "critic": state.critic, "log_alpha": state.log_alpha}
@@ -83,10 +82,14 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
         actor_key, critic_key = jax.random.split(key)
         obs = obs_zeros(spec)
         critic_params = critic.init(critic_key, obs, jnp.zeros((1, action_dim), jnp.float32))
-        state = SACState(params=actor.init(actor_key, obs), critic=critic_params,
-                         target_critic=critic_params,
-                         log_alpha=jnp.float32(np.log(config.init_alpha)), opt_state=None,
-                         hparams=initial_hparams(config))
+        state = SACState(
+            params=actor.init(actor_key, obs),
+            critic=critic_params,
+            target_critic=critic_params,
+            log_alpha=jnp.float32(np.log(config.init_alpha)),
+            opt_state=None,
+            hparams=initial_hparams(config),
+        )
         return state.replace(opt_state=optimizer.init(ravel_pytree(trainable(state))[0]))
 
     def act(params, obs, keys, clock=None):
@@ -104,22 +107,46 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
         # Per-sample noise from the sample's global position (`sample_keys`). Rows b.. are
         # the next observations'.
         obs_key, next_key = jax.random.split(key)
-        batch = {**replay_batch(sample, box), "noise": standard_normal_rows(
-            jnp.concatenate([sample_keys(obs_key, b, ctx.axis_name),
-                             sample_keys(next_key, b, ctx.axis_name)]), action_dim)}
+        batch = {
+            **replay_batch(sample, box),
+            "noise": standard_normal_rows(
+                jnp.concatenate(
+                    [
+                        sample_keys(obs_key, b, ctx.axis_name),
+                        sample_keys(next_key, b, ctx.axis_name),
+                    ]
+                ),
+                action_dim,
+            ),
+        }
         flat, unravel = ravel_pytree(trainable(state))
         flat, opt_state, metrics, priorities = flat_grad_step(
             lambda f, mb: sac_loss(unravel(f), state.target_critic, mb, actor, critic, hp),
-            StepRule(optimizer, hp, ctx.axis_name), flat, state.opt_state, batch)
+            StepRule(optimizer, hp, ctx.axis_name),
+            flat,
+            state.opt_state,
+            batch,
+        )
         p = unravel(flat)
         target_critic = optax.incremental_update(p["critic"], state.target_critic, hp.tau)
-        state = SACState(params=p["actor"], critic=p["critic"], target_critic=target_critic,
-                         log_alpha=p["log_alpha"], opt_state=opt_state, hparams=state.hparams)
+        state = SACState(
+            params=p["actor"],
+            critic=p["critic"],
+            target_critic=target_critic,
+            log_alpha=p["log_alpha"],
+            opt_state=opt_state,
+            hparams=state.hparams,
+        )
         return state, metrics, priorities
 
-    return Agent(init=init, act=act, learn=learn, data="replay",
-                 replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
-                 greedy=greedy)
+    return Agent(
+        init=init,
+        act=act,
+        learn=learn,
+        data="replay",
+        replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
+        greedy=greedy,
+    )
 
 
 def squashed_sample(noise, mean, log_std):
@@ -143,22 +170,30 @@ def sac_loss(p, target_critic, batch, actor, critic, hp):
     noise = batch["noise"]
     next_mean, next_log_std = actor.apply(jax.lax.stop_gradient(p["actor"]), next_obs)
     next_action, next_log_pi = jax.lax.stop_gradient(
-        squashed_sample(noise[b:], next_mean, next_log_std))
+        squashed_sample(noise[b:], next_mean, next_log_std)
+    )
     mean, log_std = actor.apply(p["actor"], obs)
     action, log_pi = squashed_sample(noise[:b], mean, log_std)
 
-    target = twin_min_target(critic, target_critic, batch, next_action, hp.reward_scale,
-                             bonus=alpha * next_log_pi)
+    target = twin_min_target(
+        critic, target_critic, batch, next_action, hp.reward_scale, bonus=alpha * next_log_pi
+    )
     critic_loss, td, q = critic_td_loss(critic, p["critic"], batch, target)
 
     q_pi = critic.apply(jax.lax.stop_gradient(p["critic"]), obs, action)
     actor_loss = jnp.mean(alpha * log_pi - jnp.min(q_pi, axis=0))
-    alpha_loss = -p["log_alpha"] * jax.lax.stop_gradient(
-        jnp.mean(log_pi) + hp.target_entropy)
+    alpha_loss = -p["log_alpha"] * jax.lax.stop_gradient(jnp.mean(log_pi) + hp.target_entropy)
 
     loss = critic_loss + actor_loss + alpha_loss
-    metrics = {"loss": loss, "critic_loss": critic_loss, "actor_loss": actor_loss,
-               "alpha_loss": alpha_loss, "alpha": alpha, "entropy": -jnp.mean(log_pi),
-               "q": jnp.mean(q), "target": jnp.mean(target),
-               "td_abs": jnp.mean(jnp.abs(td))}
+    metrics = {
+        "loss": loss,
+        "critic_loss": critic_loss,
+        "actor_loss": actor_loss,
+        "alpha_loss": alpha_loss,
+        "alpha": alpha,
+        "entropy": -jnp.mean(log_pi),
+        "q": jnp.mean(q),
+        "target": jnp.mean(target),
+        "td_abs": jnp.mean(jnp.abs(td)),
+    }
     return loss, (metrics, td_priorities(td))

@@ -95,23 +95,29 @@ def critic_update(nets: TD3Nets, rule: StepRule, state: TD3State, batch: dict, n
     """The twin critics' Adam step on the clipped double-Q target, the target action
     smoothed with `noise` [b, A] standard normal: (state, metrics, priorities [b])."""
     hp = rule.hp
-    next_action = smoothed_target_action(nets.actor.apply(state.target_params,
-                                                          batch["next_obs"]),
-                                         noise, hp.policy_noise, hp.noise_clip)
-    target = twin_min_target(nets.critic, state.target_critic, batch, next_action,
-                             hp.reward_scale)
+    next_action = smoothed_target_action(
+        nets.actor.apply(state.target_params, batch["next_obs"]),
+        noise,
+        hp.policy_noise,
+        hp.noise_clip,
+    )
+    target = twin_min_target(nets.critic, state.target_critic, batch, next_action, hp.reward_scale)
     flat, unravel = ravel_pytree(state.critic)
 
     def critic_loss(flat, batch):
         loss, td, q = critic_td_loss(nets.critic, unravel(flat), batch, target)
-        metrics = {"critic_loss": loss, "q": jnp.mean(q), "target": jnp.mean(target),
-                   "td_abs": jnp.mean(jnp.abs(td))}
+        metrics = {
+            "critic_loss": loss,
+            "q": jnp.mean(q),
+            "target": jnp.mean(target),
+            "td_abs": jnp.mean(jnp.abs(td)),
+        }
         return loss, (metrics, td_priorities(td))
 
-    flat, opt_state, metrics, priorities = flat_grad_step(critic_loss, rule, flat,
-                                                          state.critic_opt_state, batch)
-    state = state.replace(critic=unravel(flat), critic_opt_state=opt_state,
-                          steps=state.steps + 1)
+    flat, opt_state, metrics, priorities = flat_grad_step(
+        critic_loss, rule, flat, state.critic_opt_state, batch
+    )
+    state = state.replace(critic=unravel(flat), critic_opt_state=opt_state, steps=state.steps + 1)
     return state, metrics, priorities
 
 
@@ -124,37 +130,46 @@ def delayed_update(nets: TD3Nets, rule: StepRule, state: TD3State, obs) -> TD3St
         loss = -jnp.mean(nets.first_critic.apply(q1, obs, nets.actor.apply(unravel(flat), obs)))
         return loss, {"actor_loss": loss}
 
-    flat, opt_state, metrics, _ = flat_grad_step(actor_loss, rule, flat, state.actor_opt_state,
-                                                 obs)
+    flat, opt_state, metrics, _ = flat_grad_step(actor_loss, rule, flat, state.actor_opt_state, obs)
     params, tau = unravel(flat), rule.hp.tau
     return state.replace(
-        params=params, actor_opt_state=opt_state,
+        params=params,
+        actor_opt_state=opt_state,
         target_params=optax.incremental_update(params, state.target_params, tau),
         target_critic=optax.incremental_update(state.critic, state.target_critic, tau),
-        actor_metrics={"actor_loss": metrics["actor_loss"],
-                       "actor_grad_norm": metrics["grad_norm"]})
+        actor_metrics={
+            "actor_loss": metrics["actor_loss"],
+            "actor_grad_norm": metrics["grad_norm"],
+        },
+    )
 
 
 def make_td3(config: TD3Config, ctx: BuildContext) -> Agent:
     box = action_box(ctx.spec, "td3")
-    nets = TD3Nets(DeterministicPolicy(box.dim, config.torso_spec()), make_critics(config),
-                   QValue(config.torso_spec()), box)
-    optimizer = make_optimizer("adam", False, 1, config.adam_eps,
-                               clip=config.max_grad_norm > 0)
+    nets = TD3Nets(
+        DeterministicPolicy(box.dim, config.torso_spec()),
+        make_critics(config),
+        QValue(config.torso_spec()),
+        box,
+    )
+    optimizer = make_optimizer("adam", False, 1, config.adam_eps, clip=config.max_grad_norm > 0)
 
     def init(key):
         actor_key, critic_key = jax.random.split(key)
         obs = obs_zeros(ctx.spec)
         params = nets.actor.init(actor_key, obs)
         critic_params = nets.critic.init(critic_key, obs, jnp.zeros((1, box.dim), jnp.float32))
-        return TD3State(params=params, target_params=params, critic=critic_params,
-                        target_critic=critic_params,
-                        actor_opt_state=optimizer.init(ravel_pytree(params)[0]),
-                        critic_opt_state=optimizer.init(ravel_pytree(critic_params)[0]),
-                        steps=jnp.int32(0),
-                        actor_metrics={"actor_loss": jnp.float32(0.0),
-                                       "actor_grad_norm": jnp.float32(0.0)},
-                        hparams=initial_hparams(config))
+        return TD3State(
+            params=params,
+            target_params=params,
+            critic=critic_params,
+            target_critic=critic_params,
+            actor_opt_state=optimizer.init(ravel_pytree(params)[0]),
+            critic_opt_state=optimizer.init(ravel_pytree(critic_params)[0]),
+            steps=jnp.int32(0),
+            actor_metrics={"actor_loss": jnp.float32(0.0), "actor_grad_norm": jnp.float32(0.0)},
+            hparams=initial_hparams(config),
+        )
 
     def act(params, obs, keys, clock=None):
         noise = jax.vmap(lambda k: jax.random.normal(k, (box.dim,), jnp.float32))(keys)
@@ -171,14 +186,23 @@ def make_td3(config: TD3Config, ctx: BuildContext) -> Agent:
         rule = StepRule(optimizer, bind(config, state.hparams), ctx.axis_name)
         batch = replay_batch(sample, box)
         noise = standard_normal_rows(
-            sample_keys(key, sample.weights.shape[0], ctx.axis_name), box.dim)
+            sample_keys(key, sample.weights.shape[0], ctx.axis_name), box.dim
+        )
         state, metrics, priorities = critic_update(nets, rule, state, batch, noise)
-        state = jax.lax.cond(state.steps % config.policy_delay == 0,
-                             lambda s: delayed_update(nets, rule, s, batch["obs"]),
-                             lambda s: s, state)
+        state = jax.lax.cond(
+            state.steps % config.policy_delay == 0,
+            lambda s: delayed_update(nets, rule, s, batch["obs"]),
+            lambda s: s,
+            state,
+        )
         metrics["critic_grad_norm"] = metrics.pop("grad_norm")
         return state, {**metrics, **state.actor_metrics}, priorities
 
-    return Agent(init=init, act=act, learn=learn, data="replay",
-                 replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
-                 greedy=greedy)
+    return Agent(
+        init=init,
+        act=act,
+        learn=learn,
+        data="replay",
+        replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
+        greedy=greedy,
+    )

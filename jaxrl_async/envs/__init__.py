@@ -11,7 +11,7 @@ import dataclasses
 import importlib
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -27,7 +27,6 @@ from jaxrl_async.envs.wrappers import (
     VecEnv,
 )
 from jaxrl_async.errors import ConfigError, EnvSpecError, building_env, first_line
-
 
 # Envs registered from Python (`register`), by name: factory(**kwargs) -> env or (env, params).
 _REGISTERED: dict[str, Callable] = {}
@@ -88,9 +87,11 @@ def _import_factory(name: str) -> Callable:
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # noqa: BLE001  (any error while importing the user's module)
-        raise ConfigError(f"env.name={name!r}: not a suite ({', '.join(suites.SUITES)}) and "
-                          f"cannot import {module_name!r}: "
-                          f"{type(e).__name__}: {first_line(e)}") from None
+        raise ConfigError(
+            f"env.name={name!r}: not a suite ({', '.join(suites.SUITES)}) and "
+            f"cannot import {module_name!r}: "
+            f"{type(e).__name__}: {first_line(e)}"
+        ) from None
     factory = module
     for part in attr.split("."):
         factory = getattr(factory, part, None)
@@ -105,11 +106,16 @@ def _from_factory(name: str, factory: Callable, kwargs: dict):
     with building_env(repr(name), kwargs):
         made = factory(**kwargs)
     env, params = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
-    missing = [m for m in ("reset", "step", "observation_space", "action_space")
-               if not callable(getattr(env, m, None))]
+    missing = [
+        m
+        for m in ("reset", "step", "observation_space", "action_space")
+        if not callable(getattr(env, m, None))
+    ]
     if missing:
-        raise ConfigError(f"env.name={name!r} returned {type(env).__name__}, not a gymnax-API "
-                          f"env (no {', '.join(missing)})")
+        raise ConfigError(
+            f"env.name={name!r} returned {type(env).__name__}, not a gymnax-API "
+            f"env (no {', '.join(missing)})"
+        )
     return env, getattr(env, "default_params", None) if params is None else params
 
 
@@ -124,8 +130,10 @@ def _make_gymnax(name: str, **kwargs):
     """
     gymnax = import_gymnax()
     if name not in gymnax.registered_envs:
-        raise ConfigError(f"unknown env {name!r} (a gymnax id, a registered name or "
-                          f"module.path:factory; `jaxrl-async envs` lists them)")
+        raise ConfigError(
+            f"unknown env {name!r} (a gymnax id, a registered name or "
+            f"module.path:factory; `jaxrl-async envs` lists them)"
+        )
     with building_env(repr(name), kwargs):  # MNISTBandit downloads MNIST when built
         env, params = gymnax.make(name)
         fields = {f.name for f in dataclasses.fields(params)}
@@ -154,13 +162,14 @@ def resolve(config, env=None, env_params=None):
         shape = spec_of(env, env_params).obs_shape
         what = f"env.mask_obs={list(config.mask_obs)}"
         if isinstance(shape, dict) or not shape:
-            raise ConfigError(f"{what} needs an array observation; {config.name} observes "
-                              f"{shape}")
+            raise ConfigError(f"{what} needs an array observation; {config.name} observes {shape}")
         bad = [i for i in config.mask_obs if not 0 <= i < shape[-1]]
         if bad:
-            raise ConfigError(f"{what}: index {bad[0]} is out of range for {config.name}'s "
-                              f"observation of shape {shape} (indices into its last axis, "
-                              f"0 to {shape[-1] - 1})")
+            raise ConfigError(
+                f"{what}: index {bad[0]} is out of range for {config.name}'s "
+                f"observation of shape {shape} (indices into its last axis, "
+                f"0 to {shape[-1] - 1})"
+            )
         env = MaskObservation(env, config.mask_obs)
     return env, env_params
 
@@ -174,6 +183,19 @@ def make_batched(env, normalize_obs: bool = False, axis_name: str | None = None)
     return NormalizeObservation(batched, axis_name=axis_name) if normalize_obs else batched
 
 
-__all__ = ["CastObservation", "EnvSpec", "EnvSpecError", "EpisodeStatistics",
-           "MaskObservation", "NormalizeObservation", "VecEnv", "check_env", "make",
-           "make_batched", "register", "registered_envs", "resolve", "spec_of"]
+__all__ = [
+    "CastObservation",
+    "EnvSpec",
+    "EnvSpecError",
+    "EpisodeStatistics",
+    "MaskObservation",
+    "NormalizeObservation",
+    "VecEnv",
+    "check_env",
+    "make",
+    "make_batched",
+    "register",
+    "registered_envs",
+    "resolve",
+    "spec_of",
+]

@@ -41,8 +41,10 @@ def _obs_space(space):
     shapes, dtypes = {}, {}
     for key, sub in entries.items():
         if isinstance(getattr(sub, "spaces", None), dict):
-            raise EnvSpecError(f"observation space entry {key!r} is a nested Dict "
-                               f"(one level of arrays is supported)")
+            raise EnvSpecError(
+                f"observation space entry {key!r} is a nested Dict "
+                f"(one level of arrays is supported)"
+            )
         shapes[key], dtypes[key] = _space_shape(sub, f"observation[{key!r}]")
     return shapes, dtypes
 
@@ -51,8 +53,10 @@ def obs_like(spec: EnvSpec, batch: tuple[int, ...] = ()):
     """ShapeDtypeStructs of one observation (with leading `batch` axes): an array's, or a
     dict of them."""
     if isinstance(spec.obs_shape, dict):
-        return {k: jax.ShapeDtypeStruct((*batch, *spec.obs_shape[k]), spec.obs_dtype[k])
-                for k in spec.obs_shape}
+        return {
+            k: jax.ShapeDtypeStruct((*batch, *spec.obs_shape[k]), spec.obs_dtype[k])
+            for k in spec.obs_shape
+        }
     return jax.ShapeDtypeStruct((*batch, *spec.obs_shape), spec.obs_dtype)
 
 
@@ -84,8 +88,10 @@ def _expect(value, shape, dtype, what: str) -> None:
     if not hasattr(value, "shape") or not hasattr(value, "dtype"):
         raise EnvSpecError(f"{what} is {type(value).__name__}, expected an array")
     if tuple(value.shape) != tuple(shape) or np.dtype(value.dtype) != np.dtype(dtype):
-        raise EnvSpecError(f"{what} has shape {tuple(value.shape)} dtype {np.dtype(value.dtype)}, "
-                           f"declared {tuple(shape)} {np.dtype(dtype)}")
+        raise EnvSpecError(
+            f"{what} has shape {tuple(value.shape)} dtype {np.dtype(value.dtype)}, "
+            f"declared {tuple(shape)} {np.dtype(dtype)}"
+        )
 
 
 def _expect_obs(obs, spec: EnvSpec, what: str) -> None:
@@ -94,8 +100,7 @@ def _expect_obs(obs, spec: EnvSpec, what: str) -> None:
         return
     if not isinstance(obs, dict) or set(obs) != set(spec.obs_shape):
         keys = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
-        raise EnvSpecError(f"{what} is {keys}, declared a dict with keys "
-                           f"{sorted(spec.obs_shape)}")
+        raise EnvSpecError(f"{what} is {keys}, declared a dict with keys {sorted(spec.obs_shape)}")
     for key in spec.obs_shape:
         _expect(obs[key], spec.obs_shape[key], spec.obs_dtype[key], f"{what}[{key!r}]")
 
@@ -110,34 +115,45 @@ def check_env(env, params) -> EnvSpec:
     action = jax.ShapeDtypeStruct(spec.action_shape, spec.action_dtype)
     try:
         reset_out = jax.eval_shape(env.reset, key, params)
-    except Exception as e:
-        raise EnvSpecError(f"env.reset(key, params) failed: {type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    except Exception as e:  # noqa: BLE001  (a user's env may raise anything: one line)
+        raise EnvSpecError(
+            f"env.reset(key, params) failed: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}"
+        ) from None
     if not isinstance(reset_out, tuple) or len(reset_out) != 2:
         raise EnvSpecError("env.reset must return (obs, state)")
     obs, state = reset_out
     _expect_obs(obs, spec, "reset observation")
     try:
         step_out = jax.eval_shape(env.step, key, state, action, params)
-    except Exception as e:
-        raise EnvSpecError(f"env.step(key, state, action, params) failed: {type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    except Exception as e:  # noqa: BLE001  (a user's env may raise anything: one line)
+        raise EnvSpecError(
+            f"env.step(key, state, action, params) failed: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}"
+        ) from None
     if not isinstance(step_out, tuple) or len(step_out) != 6:
-        raise EnvSpecError("env.step must return (obs, state, reward, terminated, truncated, info)"
-                           " as in the gymnax 1.0 API")
+        raise EnvSpecError(
+            "env.step must return (obs, state, reward, terminated, truncated, info)"
+            " as in the gymnax 1.0 API"
+        )
     obs, new_state, reward, terminated, truncated, info = step_out
     _expect_obs(obs, spec, "step observation")
     if jax.tree.structure(new_state) != jax.tree.structure(state):
         raise EnvSpecError("env.step returns a state whose structure differs from reset's")
     for name, value in (("reward", reward), ("terminated", terminated), ("truncated", truncated)):
         if getattr(value, "shape", None) != ():
-            raise EnvSpecError(f"step {name} must be a scalar, got shape "
-                               f"{getattr(value, 'shape', type(value).__name__)}")
-    if not (jnp.issubdtype(reward.dtype, jnp.floating)
-            or jnp.issubdtype(reward.dtype, jnp.integer)):
+            raise EnvSpecError(
+                f"step {name} must be a scalar, got shape "
+                f"{getattr(value, 'shape', type(value).__name__)}"
+            )
+    if not (
+        jnp.issubdtype(reward.dtype, jnp.floating) or jnp.issubdtype(reward.dtype, jnp.integer)
+    ):
         raise EnvSpecError(f"step reward must be numeric, got {reward.dtype}")
     if not isinstance(info, dict) or "final_observation" not in info:
-        raise EnvSpecError("step info must be a dict with 'final_observation' (the observation "
-                           "before auto-reset, gymnax 1.0 API)")
+        raise EnvSpecError(
+            "step info must be a dict with 'final_observation' (the observation "
+            "before auto-reset, gymnax 1.0 API)"
+        )
     _expect_obs(info["final_observation"], spec, "step info['final_observation']")
     return spec

@@ -90,7 +90,8 @@ class EpisodeStatistics(Wrapper):
 
     def step(self, key, state, action, params=None):
         obs, env_state, reward, terminated, truncated, info = self._env.step(
-            key, state.env_state, action, params)
+            key, state.env_state, action, params
+        )
         done = jnp.logical_or(terminated, truncated)
         ret = state.episode_return + reward.astype(jnp.float32)
         length = state.episode_length + 1
@@ -155,8 +156,9 @@ class NormalizeObservation(Wrapper):
     by thousands of different statistics, the same state under different vectors.
     """
 
-    def __init__(self, vec_env: VecEnv, clip: float = 10.0, eps: float = 1e-8,
-                 axis_name: str | None = None):
+    def __init__(
+        self, vec_env: VecEnv, clip: float = 10.0, eps: float = 1e-8, axis_name: str | None = None
+    ):
         super().__init__(vec_env)
         self.clip, self.eps, self.axis_name = clip, eps, axis_name
 
@@ -202,7 +204,8 @@ class NormalizeObservation(Wrapper):
 
     def step(self, key, state, action, params=None):
         obs, env_state, reward, terminated, truncated, info = self._env.step(
-            key, state.env_state, action, params)
+            key, state.env_state, action, params
+        )
         obs = obs.astype(jnp.float32)
         state = self._update(state.replace(env_state=env_state), obs)
         info = {**info, "final_observation": info["final_observation"].astype(jnp.float32)}

@@ -50,16 +50,20 @@ class PrioritizedState:
     alpha: float = struct.field(pytree_node=False, default=0.6)
 
 
-def init(capacity: int, example_item, alpha: float = 0.6,
-         initial_priority: float = 1.0) -> PrioritizedState:
+def init(
+    capacity: int, example_item, alpha: float = 0.6, initial_priority: float = 1.0
+) -> PrioritizedState:
     """An empty buffer. Items added before any priority is known get `initial_priority`."""
     if not (isinstance(alpha, (int, float)) and alpha >= 0):
         raise ValueError(f"prioritized.init: alpha must be a number >= 0, got {alpha!r}")
     if not initial_priority > 0:
         raise ValueError(f"prioritized.init: initial_priority must be > 0, got {initial_priority}")
-    return PrioritizedState(ring=ring.init(capacity, example_item),
-                            tree=sum_tree.init(capacity),
-                            max_priority=jnp.float32(initial_priority), alpha=float(alpha))
+    return PrioritizedState(
+        ring=ring.init(capacity, example_item),
+        tree=sum_tree.init(capacity),
+        max_priority=jnp.float32(initial_priority),
+        alpha=float(alpha),
+    )
 
 
 def size(state: PrioritizedState) -> jax.Array:
@@ -82,7 +86,7 @@ def _leaf_values(priorities, alpha: float):
     p = jnp.asarray(priorities, jnp.float32)
     p = jnp.where(jnp.isfinite(p) & (p > 0), p, 0.0)
     # 0^0 would be 1: a zero priority must stay undrawable for every alpha.
-    powered = p if alpha == 1.0 else jnp.where(p > 0, p ** alpha, 0.0)
+    powered = p if alpha == 1.0 else jnp.where(p > 0, p**alpha, 0.0)
     # XLA on CPU treats subnormals as zero in arithmetic; make them zero everywhere.
     powered = jnp.where(powered >= jnp.finfo(jnp.float32).tiny, powered, 0.0)
     return p, jnp.minimum(powered, MAX_LEAF)
@@ -92,8 +96,13 @@ def _sync_max(max_priority, axis_name):
     return max_priority if axis_name is None else jax.lax.pmax(max_priority, axis_name)
 
 
-def add(state: PrioritizedState, items, priorities: jax.Array | None = None, *,
-        axis_name: str | None = None) -> PrioritizedState:
+def add(
+    state: PrioritizedState,
+    items,
+    priorities: jax.Array | None = None,
+    *,
+    axis_name: str | None = None,
+) -> PrioritizedState:
     """Write a batch (leaves [batch, ...]) as `ring.add` does, with priorities [batch].
 
     Without priorities the new items get the largest priority seen so far. With
@@ -107,17 +116,26 @@ def add(state: PrioritizedState, items, priorities: jax.Array | None = None, *,
         values = jnp.broadcast_to(leaf, slots.shape)
     else:
         if jnp.shape(priorities) != (batch,):
-            raise ValueError(f"prioritized.add: priorities have shape {jnp.shape(priorities)}, "
-                             f"expected ({batch},)")
+            raise ValueError(
+                f"prioritized.add: priorities have shape {jnp.shape(priorities)}, "
+                f"expected ({batch},)"
+            )
         p, values = _leaf_values(priorities[first:], state.alpha)
         max_priority = _sync_max(jnp.maximum(max_priority, p.max()), axis_name)
-    return state.replace(ring=ring.add(state.ring, items),
-                         tree=sum_tree.set_leaves(state.tree, slots, values, distinct=True),
-                         max_priority=max_priority)
+    return state.replace(
+        ring=ring.add(state.ring, items),
+        tree=sum_tree.set_leaves(state.tree, slots, values, distinct=True),
+        max_priority=max_priority,
+    )
 
 
-def update_priorities(state: PrioritizedState, indices: jax.Array, priorities: jax.Array, *,
-                      axis_name: str | None = None) -> PrioritizedState:
+def update_priorities(
+    state: PrioritizedState,
+    indices: jax.Array,
+    priorities: jax.Array,
+    *,
+    axis_name: str | None = None,
+) -> PrioritizedState:
     """Set the priorities of slots `indices` int32 [batch] to `priorities` [batch].
 
     Indices outside the filled slots [0, size) are ignored. When an index repeats
@@ -126,19 +144,30 @@ def update_priorities(state: PrioritizedState, indices: jax.Array, priorities: j
     own (as its `sample` returned them) and the running maximum is shared.
     """
     if jnp.shape(indices) != jnp.shape(priorities) or jnp.ndim(indices) != 1:
-        raise ValueError(f"prioritized.update_priorities: indices {jnp.shape(indices)} and "
-                         f"priorities {jnp.shape(priorities)} must both be [batch]")
+        raise ValueError(
+            f"prioritized.update_priorities: indices {jnp.shape(indices)} and "
+            f"priorities {jnp.shape(priorities)} must both be [batch]"
+        )
     indices = jnp.asarray(indices, jnp.int32)
     filled = (indices >= 0) & (indices < state.ring.size)
     p, values = _leaf_values(priorities, state.alpha)
     slots = jnp.where(filled, indices, sum_tree.num_leaves(state.tree))  # out of range: dropped
     max_priority = jnp.maximum(state.max_priority, jnp.where(filled, p, 0.0).max())
-    return state.replace(tree=sum_tree.set_leaves(state.tree, slots, values, distinct=False),
-                         max_priority=_sync_max(max_priority, axis_name))
+    return state.replace(
+        tree=sum_tree.set_leaves(state.tree, slots, values, distinct=False),
+        max_priority=_sync_max(max_priority, axis_name),
+    )
 
 
-def sample(state: PrioritizedState, key: jax.Array, batch_size: int, beta: float | jax.Array,
-           *, axis_name: str | None = None, method: str = "tree") -> Sample:
+def sample(
+    state: PrioritizedState,
+    key: jax.Array,
+    batch_size: int,
+    beta: float | jax.Array,
+    *,
+    axis_name: str | None = None,
+    method: str = "tree",
+) -> Sample:
     """Draw `batch_size` slots, one per equal segment of the total mass.
 
     Returns a `Sample`: items [batch, ...], indices int32 [batch], probabilities
@@ -159,7 +188,8 @@ def sample(state: PrioritizedState, key: jax.Array, batch_size: int, beta: float
         slots, leaf = sum_tree.descend(state.tree, _stratified_targets(key, batch_size, total))
     else:
         slots, leaf, total = sum_tree.search_prefix_sums(
-            state.tree, lambda total: _stratified_targets(key, batch_size, total))
+            state.tree, lambda total: _stratified_targets(key, batch_size, total)
+        )
     shards = 1 if axis_name is None else jax.lax.axis_size(axis_name)
     safe_total = jnp.where(total > 0, total, 1.0)
     probabilities = jnp.where(total > 0, leaf / safe_total / shards, 0.0)
@@ -169,12 +199,15 @@ def sample(state: PrioritizedState, key: jax.Array, batch_size: int, beta: float
         min_probability = jax.lax.pmin(min_probability, axis_name)
     ratio = probabilities / jnp.where(probabilities > 0, min_probability, 1.0)
     weights = jnp.where(probabilities > 0, ratio ** -jnp.asarray(beta, jnp.float32), 0.0)
-    return Sample(items=ring.gather(state.ring, slots), indices=slots,
-                  probabilities=probabilities, weights=weights)
+    return Sample(
+        items=ring.gather(state.ring, slots),
+        indices=slots,
+        probabilities=probabilities,
+        weights=weights,
+    )
 
 
 def _stratified_targets(key, batch_size: int, total):
     """float32 [batch] one uniform point in each of `batch_size` equal segments of [0, total)."""
     offsets = jax.random.uniform(key, (batch_size,), jnp.float32)
     return (jnp.arange(batch_size, dtype=jnp.float32) + offsets) * (total / batch_size)
-

@@ -37,7 +37,8 @@ def init(capacity: int, example_item) -> RingState:
     if not isinstance(capacity, int) or capacity < 1:
         raise ValueError(f"ring.init: capacity must be a positive int, got {capacity!r}")
     items = jax.tree.map(
-        lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.result_type(x)), example_item)
+        lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.result_type(x)), example_item
+    )
     return RingState(items=items, position=jnp.int32(0), size=jnp.int32(0))
 
 
@@ -65,11 +66,14 @@ def batch_size_of(state: RingState, items, name: str = "ring.add") -> int:
     batch = None
     for buf, x in zip(stored, given):
         if x.ndim != buf.ndim or x.shape[1:] != buf.shape[1:] or x.dtype != buf.dtype:
-            raise ValueError(f"{name}: an item leaf is {x.dtype}{list(x.shape)}, expected "
-                             f"{buf.dtype}[batch, {', '.join(map(str, buf.shape[1:]))}]")
+            raise ValueError(
+                f"{name}: an item leaf is {x.dtype}{list(x.shape)}, expected "
+                f"{buf.dtype}[batch, {', '.join(map(str, buf.shape[1:]))}]"
+            )
         if batch is not None and x.shape[0] != batch:
-            raise ValueError(f"{name}: item leaves disagree on the batch size "
-                             f"({batch} and {x.shape[0]})")
+            raise ValueError(
+                f"{name}: item leaves disagree on the batch size ({batch} and {x.shape[0]})"
+            )
         batch = x.shape[0]
     return batch
 
@@ -94,11 +98,15 @@ def add(state: RingState, items) -> RingState:
     slots, first = write_slots(state, batch)
     # The slots are distinct and in range, which lets XLA emit a plain in-place scatter.
     stored = jax.tree.map(
-        lambda buf, x: buf.at[slots].set(x[first:], unique_indices=True,
-                                         mode="promise_in_bounds"),
-        state.items, items)
-    return RingState(items=stored, position=(state.position + batch) % cap,
-                     size=jnp.minimum(state.size + batch, cap))
+        lambda buf, x: buf.at[slots].set(x[first:], unique_indices=True, mode="promise_in_bounds"),
+        state.items,
+        items,
+    )
+    return RingState(
+        items=stored,
+        position=(state.position + batch) % cap,
+        size=jnp.minimum(state.size + batch, cap),
+    )
 
 
 def gather(state: RingState, indices: jax.Array):
@@ -115,9 +123,12 @@ def sample(state: RingState, key: jax.Array, batch_size: int) -> Sample:
     filled = jnp.maximum(state.size, 1)
     indices = jax.random.randint(key, (batch_size,), 0, filled, dtype=jnp.int32)
     probability = jnp.where(state.size > 0, 1.0 / filled.astype(jnp.float32), 0.0)
-    return Sample(items=gather(state, indices), indices=indices,
-                  probabilities=jnp.full((batch_size,), probability, jnp.float32),
-                  weights=jnp.full((batch_size,), state.size > 0, jnp.float32))
+    return Sample(
+        items=gather(state, indices),
+        indices=indices,
+        probabilities=jnp.full((batch_size,), probability, jnp.float32),
+        weights=jnp.full((batch_size,), state.size > 0, jnp.float32),
+    )
 
 
 def latest(state: RingState, age: int | jax.Array = 0):
@@ -128,5 +139,6 @@ def latest(state: RingState, age: int | jax.Array = 0):
     `latest(state, 1)` after this tick's `add`. Reads one slot, never the buffer.
     """
     slot = (state.position - 1 - age) % capacity(state)
-    return jax.tree.map(lambda buf: jax.lax.dynamic_index_in_dim(buf, slot, keepdims=False),
-                        state.items)
+    return jax.tree.map(
+        lambda buf: jax.lax.dynamic_index_in_dim(buf, slot, keepdims=False), state.items
+    )

@@ -49,10 +49,17 @@ def window_sequences(window, length: int, stride: int) -> Sequence:
     starts = sequence_starts(window.reward.shape[0], length, stride)
 
     def cut(x):  # [W, B, ...] -> [N, B, L, ...]
-        return jnp.stack([jnp.moveaxis(x[s:s + length], 0, 1) for s in starts])
+        return jnp.stack([jnp.moveaxis(x[s : s + length], 0, 1) for s in starts])
 
     cut_tree = lambda tree: jax.tree.map(cut, tree)  # noqa: E731
     carry = jax.tree.map(lambda c: jnp.stack([c[s] for s in starts]), window.memory.carry)
-    return Sequence(cut_tree(window.obs), cut(window.action), cut(window.reward),
-                    cut(window.terminated), cut(window.truncated), cut_tree(window.next_obs),
-                    cut(window.memory.episode_start), carry)
+    return Sequence(
+        cut_tree(window.obs),
+        cut(window.action),
+        cut(window.reward),
+        cut(window.terminated),
+        cut(window.truncated),
+        cut_tree(window.next_obs),
+        cut(window.memory.episode_start),
+        carry,
+    )

@@ -22,7 +22,8 @@ loops, no data-dependent control flow.
 
 from __future__ import annotations
 
-from typing import Callable
+import itertools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -50,10 +51,12 @@ def init(capacity: int, bits: int = BITS) -> SumTree:
         raise ValueError(f"sum_tree.init: need capacity >= 1 and bits >= 1, got {capacity}, {bits}")
     depth = max(1, (capacity - 1).bit_length())
     fanout = _fanout_bits(depth, bits)
-    widths = [2 ** sum(fanout[:r + 1]) for r in range(len(fanout))]
-    return SumTree(leaves=jnp.zeros((2**depth,), jnp.float32),
-                   sums=tuple(jnp.zeros((w,), jnp.float32) for w in widths[:-1]),
-                   mins=tuple(jnp.full((w,), jnp.inf, jnp.float32) for w in widths[:-1]))
+    widths = [2 ** sum(fanout[: r + 1]) for r in range(len(fanout))]
+    return SumTree(
+        leaves=jnp.zeros((2**depth,), jnp.float32),
+        sums=tuple(jnp.zeros((w,), jnp.float32) for w in widths[:-1]),
+        mins=tuple(jnp.full((w,), jnp.inf, jnp.float32) for w in widths[:-1]),
+    )
 
 
 def num_leaves(tree: SumTree) -> int:
@@ -67,7 +70,7 @@ def _levels(tree: SumTree) -> list[jax.Array]:
 def _row_bits(tree: SumTree) -> list[int]:
     """Binary levels spanned by the row under each stored level, top (the root's row) first."""
     widths = [x.shape[-1].bit_length() - 1 for x in _levels(tree)]
-    return [widths[0]] + [b - a for a, b in zip(widths, widths[1:])]
+    return [widths[0]] + [b - a for a, b in itertools.pairwise(widths)]
 
 
 def _pairwise_sum(row):
@@ -110,8 +113,7 @@ def _select(bits, candidates):
     return candidates[0]
 
 
-def set_leaves(tree: SumTree, slots: jax.Array, values: jax.Array, *,
-               distinct: bool) -> SumTree:
+def set_leaves(tree: SumTree, slots: jax.Array, values: jax.Array, *, distinct: bool) -> SumTree:
     """Set leaves `slots` int32 [batch] to `values` [batch] (>= 0) and recompute their ancestors.
 
     Slots >= num_leaves are ignored. `distinct=True` promises no slot repeats (the
@@ -140,8 +142,11 @@ def set_leaves(tree: SumTree, slots: jax.Array, values: jax.Array, *,
         parents = slots >> shift  # an out-of-range slot stays out of range, so is dropped
         rows = child_sums.at[parents].get(mode="fill", fill_value=0.0)
         levels[r] = levels[r].at[parents].set(_pairwise_sum(rows), mode="drop")
-        row_mins = (_positive_min(rows) if child_mins is None
-                    else child_mins.at[parents].get(mode="fill", fill_value=jnp.inf).min(-1))
+        row_mins = (
+            _positive_min(rows)
+            if child_mins is None
+            else child_mins.at[parents].get(mode="fill", fill_value=jnp.inf).min(-1)
+        )
         mins[r] = mins[r].at[parents].set(row_mins, mode="drop")
     return SumTree(leaves=leaves, sums=tuple(levels[:-1]), mins=tuple(mins))
 
@@ -196,8 +201,9 @@ def search_prefix_sums(tree: SumTree, make_targets: Callable[[jax.Array], jax.Ar
     """
     prefix = jnp.cumsum(tree.leaves)
     grand_total = prefix[-1]
-    found = jnp.searchsorted(prefix, make_targets(grand_total), side="right",
-                             method="scan_unrolled")
+    found = jnp.searchsorted(
+        prefix, make_targets(grand_total), side="right", method="scan_unrolled"
+    )
     last_positive = num_leaves(tree) - 1 - jnp.argmax(tree.leaves[::-1] > 0)
     found = jnp.minimum(found, last_positive).astype(jnp.int32)
     mass, last_mass = tree.leaves[found], tree.leaves[last_positive]

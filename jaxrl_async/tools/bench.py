@@ -41,8 +41,14 @@ from jaxrl_async.tools.measure import (
 from jaxrl_async.tools.profile import PROFILE_OVERRIDES, profile_config
 from jaxrl_async.tools.profile import table as profile_table
 
-__all__ = ["BENCH_OVERRIDES", "bench_overrides", "has_direct", "main", "scheduler_setting",
-           "with_scheduler"]
+__all__ = [
+    "BENCH_OVERRIDES",
+    "bench_overrides",
+    "has_direct",
+    "main",
+    "scheduler_setting",
+    "with_scheduler",
+]
 
 BENCH_OVERRIDES = ("pipeline.rollout_len=128", "agent.num_minibatches=4", "train.progress=false")
 ON_POLICY_ONLY = ("pipeline.rollout_len", "agent.num_minibatches")  # PPO's reference batch
@@ -71,13 +77,17 @@ def run_bench(args) -> dict:
     for item in user:
         if item.split("=", 1)[0] in BENCH_OWNED:
             raise UserError(f"--set {item}: {' and '.join(BENCH_OWNED)} are set by the bench")
-    base = [*bench_overrides(args.config, user),
-            f"train.compile_cache={str(args.compile_cache).lower()}",
-            *([f"env.name={args.env}"] if args.env else []), *user]
+    base = [
+        *bench_overrides(args.config, user),
+        f"train.compile_cache={str(args.compile_cache).lower()}",
+        *([f"env.name={args.env}"] if args.env else []),
+        *user,
+    ]
 
     def make_config(num_envs: int, total_steps: int) -> Config:
-        return load_config(args.config, [*base, f"env.num_envs={num_envs}",
-                                         f"train.total_steps={total_steps}"])
+        return load_config(
+            args.config, [*base, f"env.num_envs={num_envs}", f"train.total_steps={total_steps}"]
+        )
 
     # Fail on a bad config before spending minutes measuring; the ceiling ignores total_steps.
     configs = {n: make_config(n, 1 << 40) for n in args.envs}
@@ -88,17 +98,22 @@ def run_bench(args) -> dict:
     for num_envs in args.envs:
         log(f"envs={num_envs}: ceiling (compile, calibrate, {args.repeats} timed calls)")
         ceiling = measure_ceiling(configs[num_envs], args.seconds, args.repeats)
-        log(f"envs={num_envs}: ceiling {statistics.median(ceiling['sps']):,.0f} SPS (compile "
-            f"{ceiling['compile_seconds']:.2f}s, {ceiling['rollouts_per_call']} rollouts/call)")
+        log(
+            f"envs={num_envs}: ceiling {statistics.median(ceiling['sps']):,.0f} SPS (compile "
+            f"{ceiling['compile_seconds']:.2f}s, {ceiling['rollouts_per_call']} rollouts/call)"
+        )
         row = {"envs": num_envs, "ceiling": ceiling}
         if args.env:
             row["env_only"] = measure_env_only(configs[num_envs], args.seconds, args.repeats)
             log(f"envs={num_envs}: env alone {statistics.median(row['env_only']['sps']):,.0f} SPS")
             if has_direct(args.env):
-                row["direct"] = measure_env_only(configs[num_envs], args.seconds, args.repeats,
-                                                 direct=True)
-                log(f"envs={num_envs}: suite API alone "
-                    f"{statistics.median(row['direct']['sps']):,.0f} SPS")
+                row["direct"] = measure_env_only(
+                    configs[num_envs], args.seconds, args.repeats, direct=True
+                )
+                log(
+                    f"envs={num_envs}: suite API alone "
+                    f"{statistics.median(row['direct']['sps']):,.0f} SPS"
+                )
         # Training reaches 0.1-0.3 of the ceiling and grows slower than it with more envs.
         guess = 0.3 * statistics.median(ceiling["sps"])
         if last_train_sps is not None:
@@ -108,29 +123,45 @@ def run_bench(args) -> dict:
         last_train_sps = statistics.median(trained["sps"])
         results.append({**row, "train": trained})
     config = configs[args.envs[0]]
-    settings = {"config": args.config, "env": config.env.name, "overrides": base, "envs": args.envs,
-                "repeats": args.repeats, "seconds": args.seconds,
-                "compile_cache": args.compile_cache, "rollout_len": config.pipeline.rollout_len,
-                "num_minibatches": None if config.agent.off_policy else config.agent.minibatches}
+    settings = {
+        "config": args.config,
+        "env": config.env.name,
+        "overrides": base,
+        "envs": args.envs,
+        "repeats": args.repeats,
+        "seconds": args.seconds,
+        "compile_cache": args.compile_cache,
+        "rollout_len": config.pipeline.rollout_len,
+        "num_minibatches": None if config.agent.off_policy else config.agent.minibatches,
+    }
     return {"meta": info, "settings": settings, "results": results}
 
 
 def run_profile(args) -> list[dict]:
     """`--profile`: the phase shares of each config in `--config` (comma-separated), at its
     own env count or at each of `--envs`."""
-    base = [*PROFILE_OVERRIDES, "train.progress=false",
-            f"train.compile_cache={str(args.compile_cache).lower()}",
-            *([f"env.name={args.env}"] if args.env else []), *(args.set or [])]
+    base = [
+        *PROFILE_OVERRIDES,
+        "train.progress=false",
+        f"train.compile_cache={str(args.compile_cache).lower()}",
+        *([f"env.name={args.env}"] if args.env else []),
+        *(args.set or []),
+    ]
     # Every config is loaded (and any error reported) before the first is measured.
-    configs = [load_config(name, [*base, *([f"env.num_envs={n}"] if n else [])])
-               for name in args.config.split(",") for n in args.envs or [None]]
+    configs = [
+        load_config(name, [*base, *([f"env.num_envs={n}"] if n else [])])
+        for name in args.config.split(",")
+        for n in args.envs or [None]
+    ]
     rows = []
     for config in configs:
         log(f"profile {config.name} ({config.env.num_envs} envs x {config.pipeline.rollout_len})")
         row = profile_config(config, args.seconds, args.repeats, calibrated_loop)
         tick = statistics.median(row["seconds_per_tick"]["tick"])
-        log(f"profile {config.name}: tick {1e3 * tick:.3g} ms, "
-            + ", ".join(f"{k} {100 * v:.0f}%" for k, v in row["shares"].items()))
+        log(
+            f"profile {config.name}: tick {1e3 * tick:.3g} ms, "
+            + ", ".join(f"{k} {100 * v:.0f}%" for k, v in row["shares"].items())
+        )
         rows.append(row)
     return rows
 
@@ -143,20 +174,36 @@ def run_children(args, settings: list[str]) -> dict:
             out = Path(tmp) / f"{value}.json"
             flags = with_scheduler(os.environ.get("XLA_FLAGS", ""), value)
             env = {**os.environ, "XLA_FLAGS": flags}
-            cmd = [sys.executable, "-m", "jaxrl_async.tools.bench",
-                   "--envs", ",".join(map(str, args.envs)), "--repeats", str(args.repeats),
-                   "--seconds", str(args.seconds),
-                   "--min-updates", str(args.min_updates), "--config", args.config,
-                   *(["--env", args.env] if args.env else []),
-                   "--json", str(out), "--label", f"scheduler={value}",
-                   *(["--compile-cache"] if args.compile_cache else []),
-                   *(["--updates", str(args.updates)] if args.updates else []),
-                   *(f"--set={item}" for item in args.set or [])]
+            cmd = [
+                sys.executable,
+                "-m",
+                "jaxrl_async.tools.bench",
+                "--envs",
+                ",".join(map(str, args.envs)),
+                "--repeats",
+                str(args.repeats),
+                "--seconds",
+                str(args.seconds),
+                "--min-updates",
+                str(args.min_updates),
+                "--config",
+                args.config,
+                *(["--env", args.env] if args.env else []),
+                "--json",
+                str(out),
+                "--label",
+                f"scheduler={value}",
+                *(["--compile-cache"] if args.compile_cache else []),
+                *(["--updates", str(args.updates)] if args.updates else []),
+                *(f"--set={item}" for item in args.set or []),
+            ]
             log(f"scheduler={value}: subprocess with XLA_FLAGS={env['XLA_FLAGS']!r}")
             proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL)
             if proc.returncode != 0:
-                raise ChildFailed(f"scheduler={value} run failed with exit code {proc.returncode}",
-                                  proc.returncode)
+                raise ChildFailed(
+                    f"scheduler={value} run failed with exit code {proc.returncode}",
+                    proc.returncode,
+                )
             runs[value] = json.loads(out.read_text())
     return runs
 
@@ -183,38 +230,77 @@ def _positive(kind):
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
         return value
+
     return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="jaxrl-async bench", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--envs", type=_env_counts, default=None,
-                   help="comma-separated env counts (default 4,64,512,2048; with --profile, "
-                        "the config's own)")
+    p = argparse.ArgumentParser(
+        prog="jaxrl-async bench",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--envs",
+        type=_env_counts,
+        default=None,
+        help="comma-separated env counts (default 4,64,512,2048; with --profile, the config's own)",
+    )
     p.add_argument("--repeats", type=_positive(int), default=3, help="runs per number (default 3)")
-    p.add_argument("--seconds", type=_positive(float), default=3.0,
-                   help="target duration of each timed run (default 3)")
-    p.add_argument("--min-updates", type=_positive(int), default=4,
-                   help="fewest PPO updates in a training run (default 4)")
-    p.add_argument("--updates", type=_positive(int), default=None,
-                   help="train exactly this many updates instead of sizing runs by --seconds")
-    p.add_argument("--config", default="ppo_cartpole",
-                   help="shipped config name or YAML path (with --profile, comma-separated)")
-    p.add_argument("--profile", action="store_true",
-                   help="instead of SPS per env count: the share of a tick spent in rollout, "
-                        "returns, update and the rest, per config, each phase timed alone")
-    p.add_argument("--env", default=None,
-                   help="any registered env (a gymnax id, <suite>:<id>, module:factory): also "
-                        "measures the env alone and, for a suite, its own API (the adapter's "
-                        "overhead); env.kwargs via --set")
-    p.add_argument("--set", action="append", metavar="section.key=value",
-                   help="config override, repeatable (e.g. --set agent.hidden_sizes=[8])")
-    p.add_argument("--compile-cache", action="store_true",
-                   help="use the persistent XLA cache (default off: cold compile times)")
-    p.add_argument("--xla-scheduler", choices=("default", "on", "off", "both"), default="default",
-                   help="XLA's concurrency-optimized CPU scheduler: as XLA_FLAGS/the project set "
-                        "it (default), forced on or off, or both compared (one subprocess each)")
+    p.add_argument(
+        "--seconds",
+        type=_positive(float),
+        default=3.0,
+        help="target duration of each timed run (default 3)",
+    )
+    p.add_argument(
+        "--min-updates",
+        type=_positive(int),
+        default=4,
+        help="fewest PPO updates in a training run (default 4)",
+    )
+    p.add_argument(
+        "--updates",
+        type=_positive(int),
+        default=None,
+        help="train exactly this many updates instead of sizing runs by --seconds",
+    )
+    p.add_argument(
+        "--config",
+        default="ppo_cartpole",
+        help="shipped config name or YAML path (with --profile, comma-separated)",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of SPS per env count: the share of a tick spent in rollout, "
+        "returns, update and the rest, per config, each phase timed alone",
+    )
+    p.add_argument(
+        "--env",
+        default=None,
+        help="any registered env (a gymnax id, <suite>:<id>, module:factory): also "
+        "measures the env alone and, for a suite, its own API (the adapter's "
+        "overhead); env.kwargs via --set",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="section.key=value",
+        help="config override, repeatable (e.g. --set agent.hidden_sizes=[8])",
+    )
+    p.add_argument(
+        "--compile-cache",
+        action="store_true",
+        help="use the persistent XLA cache (default off: cold compile times)",
+    )
+    p.add_argument(
+        "--xla-scheduler",
+        choices=("default", "on", "off", "both"),
+        default="default",
+        help="XLA's concurrency-optimized CPU scheduler: as XLA_FLAGS/the project set "
+        "it (default), forced on or off, or both compared (one subprocess each)",
+    )
     p.add_argument("--json", type=Path, default=None, help="write the raw numbers here")
     p.add_argument("--label", default="", help=argparse.SUPPRESS)
     return p
@@ -237,9 +323,12 @@ def main(argv=None) -> int:
         if args.profile:
             rows = run_profile(args)
             info = machine_info()
-            print(f"- jax {info['jax_version']}, {', '.join(info['devices'])}, CPUs usable: "
-                  f"{info['cpu_affinity']}, {args.repeats} repeats of ~{args.seconds:g}s\n\n"
-                  + profile_table(rows), flush=True)
+            print(
+                f"- jax {info['jax_version']}, {', '.join(info['devices'])}, CPUs usable: "
+                f"{info['cpu_affinity']}, {args.repeats} repeats of ~{args.seconds:g}s\n\n"
+                + profile_table(rows),
+                flush=True,
+            )
             payload = {"meta": info, "profile": rows}
         elif want is None or want == [current]:
             bench = run_bench(args)
@@ -247,8 +336,9 @@ def main(argv=None) -> int:
             payload = bench
         else:
             runs = run_children(args, want)
-            parts = [f"## scheduler={value}\n\n{header(b)}\n\n{table(b)}"
-                     for value, b in runs.items()]
+            parts = [
+                f"## scheduler={value}\n\n{header(b)}\n\n{table(b)}" for value, b in runs.items()
+            ]
             if len(runs) == 2:
                 parts.append("## scheduler on vs off (medians)\n\n" + comparison(runs))
             print("\n\n".join(parts), flush=True)

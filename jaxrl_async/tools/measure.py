@@ -49,10 +49,15 @@ def with_scheduler(flags: str, value: str) -> str:
 def machine_info() -> dict:
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     flags = os.environ.get("XLA_FLAGS", "")
-    return {"jax_version": jax.__version__, "devices": [str(d) for d in jax.devices()],
-            "xla_flags": flags, "scheduler": scheduler_setting(flags) or "xla default",
-            "cpu_count": os.cpu_count(), "cpu_affinity": affinity,
-            "python": sys.version.split()[0]}
+    return {
+        "jax_version": jax.__version__,
+        "devices": [str(d) for d in jax.devices()],
+        "xla_flags": flags,
+        "scheduler": scheduler_setting(flags) or "xla default",
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": affinity,
+        "python": sys.version.split()[0],
+    }
 
 
 def spread(values: list[float]) -> dict:
@@ -83,8 +88,7 @@ def calibrated_loop(body, carry, seconds: float):
     timed(1)  # first call allocates
     iterations, elapsed = 1, timed(1)
     while elapsed < seconds / 5:  # calibrate on a fifth of the budget, then size the timed calls
-        iterations = max(2 * iterations,
-                         math.ceil(iterations * seconds / 5 / max(elapsed, 1e-6)))
+        iterations = max(2 * iterations, math.ceil(iterations * seconds / 5 / max(elapsed, 1e-6)))
         elapsed = timed(iterations)
     iterations = max(1, round(iterations * seconds / elapsed))
 
@@ -101,9 +105,14 @@ def _timed_loop(body, carry, seconds: float, repeats: int, steps_per_iteration: 
     timed, iterations, compile_seconds = calibrated_loop(body, carry, seconds)
     steps = iterations * steps_per_iteration
     times = [timed() for _ in range(repeats)]
-    return {"sps": [steps / t for t in times], "seconds": times,
-            "iterations_per_call": iterations, "env_steps_per_call": steps,
-            "compile_seconds": compile_seconds, "carry": timed.carry()}
+    return {
+        "sps": [steps / t for t in times],
+        "seconds": times,
+        "iterations_per_call": iterations,
+        "env_steps_per_call": steps,
+        "compile_seconds": compile_seconds,
+        "carry": timed.carry(),
+    }
 
 
 def measure_ceiling(config: Config, seconds: float, repeats: int) -> dict:
@@ -116,21 +125,31 @@ def measure_ceiling(config: Config, seconds: float, repeats: int) -> dict:
     def body(carry):
         env_state, obs, memory, key, episodes, params = carry
         key, rollout_key = jax.random.split(key)
-        env_state, obs, memory, _, stats = pipeline.rollout(params, env_state, obs, memory,
-                                                            rollout_key)
+        env_state, obs, memory, _, stats = pipeline.rollout(
+            params, env_state, obs, memory, rollout_key
+        )
         return env_state, obs, memory, key, episodes + stats["episodes"], params
 
     start = time.perf_counter()
     key = jax.random.key(config.train.seed, impl=config.prng_impl)
     state = jax.block_until_ready(jax.jit(pipeline.init)(key))
     init_seconds = time.perf_counter() - start
-    carry = (state.env_state, state.obs, state.memory, state.key, jax.numpy.int32(0),
-             state.learner.params)
+    carry = (
+        state.env_state,
+        state.obs,
+        state.memory,
+        state.key,
+        jax.numpy.int32(0),
+        state.learner.params,
+    )
     out = _timed_loop(body, carry, seconds, repeats, rollout_len * num_envs)
     episodes = int(out.pop("carry")[4])
-    return {**out, "rollouts_per_call": out["iterations_per_call"],
-            "init_seconds": init_seconds,  # compiling and running pipeline.init
-            "episodes": episodes}
+    return {
+        **out,
+        "rollouts_per_call": out["iterations_per_call"],
+        "init_seconds": init_seconds,  # compiling and running pipeline.init
+        "episodes": episodes,
+    }
 
 
 def measure_env_only(config: Config, seconds: float, repeats: int, direct: bool = False) -> dict:
@@ -203,10 +222,21 @@ def measure_train(make_config, num_envs: int, budget: TrainBudget, sps_guess: fl
     while len(runs) < repeats:
         log(f"envs={num_envs}: train {n} updates ({n * batch:,} steps)")
         summary = train(make_config(num_envs, n * batch), run_dir=None).summary
-        run = {key: summary[key] for key in ("sps", "compile_seconds", "train_seconds",
-                                             "updates", "env_steps", "final_return")}
-        log(f"envs={num_envs}: train {summary['sps']:,.0f} SPS in {summary['train_seconds']:.2f}s"
-            f" (compile {summary['compile_seconds']:.2f}s)")
+        run = {
+            key: summary[key]
+            for key in (
+                "sps",
+                "compile_seconds",
+                "train_seconds",
+                "updates",
+                "env_steps",
+                "final_return",
+            )
+        }
+        log(
+            f"envs={num_envs}: train {summary['sps']:,.0f} SPS in {summary['train_seconds']:.2f}s"
+            f" (compile {summary['compile_seconds']:.2f}s)"
+        )
         resized = size(summary["sps"])
         off_target = not seconds / 2 <= summary["train_seconds"] <= 2 * seconds
         if updates is None and not runs and off_target and resized != n and len(discarded) < 3:

@@ -36,15 +36,19 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from jaxrl_async.build import build_pipeline
+from jaxrl_async.compile_cache import configure_compile_cache
 from jaxrl_async.config import Config
 from jaxrl_async.offpolicy import make_replay_stage
 from jaxrl_async.sharding import AXIS
 from jaxrl_async.ticks import ReplayInputs, actor_state
-from jaxrl_async.compile_cache import configure_compile_cache
 
 PHASES = ("rollout", "returns", "update", "rest")
-PROFILE_OVERRIDES = ("pipeline.devices=1", "pipeline.placement=fused", "train.num_seeds=1",
-                     "eval.every=0")
+PROFILE_OVERRIDES = (
+    "pipeline.devices=1",
+    "pipeline.placement=fused",
+    "train.num_seeds=1",
+    "eval.every=0",
+)
 
 
 def _zeros_like(tree):
@@ -58,8 +62,9 @@ def _copy(tree):
 
 def _fill_replay(pipeline, state, learning_starts: int):
     """Tick until the actor has taken `learning_starts` steps, so the learner learns."""
-    tick = jax.jit(lambda s: jax.lax.fori_loop(0, 64, lambda _, s: pipeline.tick(s)[0], s),
-                   donate_argnums=0)
+    tick = jax.jit(
+        lambda s: jax.lax.fori_loop(0, 64, lambda _, s: pipeline.tick(s)[0], s), donate_argnums=0
+    )
     while int(state.env_steps) < learning_starts:
         state = tick(state)
     return jax.block_until_ready(state)
@@ -84,26 +89,36 @@ def profile_config(config: Config, seconds: float, repeats: int, calibrated_loop
         phases.update(_replay_learner_phases(config, pipeline, agent, state, learn_key))
     else:
         phases.update(_trajectory_learner_phases(pipeline, agent, state, learn_key))
-    loops = {name: calibrated_loop(body, carry, seconds)
-             for name, (body, carry) in phases.items()}
+    loops = {name: calibrated_loop(body, carry, seconds) for name, (body, carry) in phases.items()}
     times = {name: [] for name in loops}
     for _ in range(repeats):
         for name, (timed, iterations, _) in loops.items():
             times[name].append(timed() / iterations)
     med = {k: statistics.median(v) for k, v in times.items()}
     tick, returns = med["tick"], med.get("returns", 0.0)
-    shares = {"rollout": med["rollout"] / tick, "returns": returns / tick,
-              "update": (med["learn"] - returns) / tick,
-              "rest": (tick - med["rollout"] - med["learn"]) / tick}
+    shares = {
+        "rollout": med["rollout"] / tick,
+        "returns": returns / tick,
+        "update": (med["learn"] - returns) / tick,
+        "rest": (tick - med["rollout"] - med["learn"]) / tick,
+    }
     tick_steps = config.pipeline.rollout_len * config.env.num_envs
-    return {"config": config.name, "algo": config.agent.name, "envs": config.env.num_envs,
-            "rollout_len": config.pipeline.rollout_len, "lag": config.pipeline.lag,
-            "tick_steps": tick_steps, "seconds_per_tick": times, "shares": shares,
-            "compile_seconds": {name: loop[2] for name, loop in loops.items()},
-            "returns_in": ("store" if offpolicy else
-                           "targets" if agent.targets is not None else "update"),
-            "sps": tick_steps / tick,
-            "overlap_bound": overlap_bound(tick, med["rollout"], med["learn"])}
+    return {
+        "config": config.name,
+        "algo": config.agent.name,
+        "envs": config.env.num_envs,
+        "rollout_len": config.pipeline.rollout_len,
+        "lag": config.pipeline.lag,
+        "tick_steps": tick_steps,
+        "seconds_per_tick": times,
+        "shares": shares,
+        "compile_seconds": {name: loop[2] for name, loop in loops.items()},
+        "returns_in": (
+            "store" if offpolicy else "targets" if agent.targets is not None else "update"
+        ),
+        "sps": tick_steps / tick,
+        "overlap_bound": overlap_bound(tick, med["rollout"], med["learn"]),
+    }
 
 
 def overlap_bound(tick: float, rollout: float, learn: float) -> float:
@@ -124,8 +139,15 @@ def _act_phase(pipeline, state):
     version = jnp.int32(int(state.updates))
     args = (state.learner.params, version, actor_state(state))
     acted = _zeros_like(jax.eval_shape(pipeline.act, *args))
-    acted = _copy(acted._replace(env_state=state.env_state, obs=state.obs, memory=state.memory,
-                                 key=state.key, env_steps=state.env_steps))
+    acted = _copy(
+        acted._replace(
+            env_state=state.env_state,
+            obs=state.obs,
+            memory=state.memory,
+            key=state.key,
+            env_steps=state.env_steps,
+        )
+    )
 
     def act(c):
         params, version, a = c
@@ -138,26 +160,36 @@ def _trajectory_learner_phases(pipeline, agent, state, key) -> dict:
     """learn: `pipeline.learn_step` on one trajectory, over and over; returns:
     `agent.targets` on it."""
     version = int(state.updates)
-    rollout = jax.jit(pipeline.rollout)(_copy(state.learner.params), _copy(state.env_state),
-                                        _copy(state.obs), _copy(state.memory), _copy(state.key))
+    rollout = jax.jit(pipeline.rollout)(
+        _copy(state.learner.params),
+        _copy(state.env_state),
+        _copy(state.obs),
+        _copy(state.memory),
+        _copy(state.key),
+    )
     traj = rollout[3]
-    metrics = _zeros_like(jax.eval_shape(pipeline.learn_step, state.learner, state.updates,
-                                         traj, version, key)[2])
+    metrics = _zeros_like(
+        jax.eval_shape(pipeline.learn_step, state.learner, state.updates, traj, version, key)[2]
+    )
 
     def learn(c):
         learner, updates, traj, key, _ = c
         key, step_key = jax.random.split(key)
-        learner, updates, metrics = pipeline.learn_step(learner, updates, traj, version,
-                                                        step_key)
+        learner, updates, metrics = pipeline.learn_step(learner, updates, traj, version, step_key)
         return learner, updates, traj, key, metrics
 
-    phases = {"learn": (learn, (_copy(state.learner), _copy(state.updates), _copy(traj), key,
-                                metrics))}
+    phases = {
+        "learn": (learn, (_copy(state.learner), _copy(state.updates), _copy(traj), key, metrics))
+    }
     if agent.targets is not None:
         # one device: the specs only have to match the trajectory's layout
-        targets = jax.shard_map(agent.targets, mesh=pipeline.mesh,
-                                in_specs=(P(), P(None, AXIS)), out_specs=P(None, AXIS),
-                                check_vma=False)
+        targets = jax.shard_map(
+            agent.targets,
+            mesh=pipeline.mesh,
+            in_specs=(P(), P(None, AXIS)),
+            out_specs=P(None, AXIS),
+            check_vma=False,
+        )
 
         def returns(c):
             # The barrier keeps XLA from hoisting the loop-invariant call out of the loop.
@@ -175,34 +207,59 @@ def _replay_learner_phases(config, pipeline, agent, state, key) -> dict:
     env_steps = jnp.maximum(state.env_steps, config.replay.learning_starts)
     obs_stats = pipeline.obs_stats(state.env_state)
     version = int(state.updates)
-    metrics = _zeros_like(jax.eval_shape(
-        pipeline.learn_step, state.learner, state.updates, state.replay, state.window,
-        ReplayInputs(env_steps, version, obs_stats, key))[3])
+    metrics = _zeros_like(
+        jax.eval_shape(
+            pipeline.learn_step,
+            state.learner,
+            state.updates,
+            state.replay,
+            state.window,
+            ReplayInputs(env_steps, version, obs_stats, key),
+        )[3]
+    )
 
     def learn(c):
         learner, updates, replay, window, key, _ = c
         key, step_key = jax.random.split(key)
         learner, updates, replay, metrics = pipeline.learn_step(
-            learner, updates, replay, window, ReplayInputs(env_steps, version, obs_stats, step_key))
+            learner, updates, replay, window, ReplayInputs(env_steps, version, obs_stats, step_key)
+        )
         return learner, updates, replay, window, key, metrics
 
     stage = make_replay_stage(agent.replay, config.replay, 1, config.train.total_steps)
 
     # as make_replay_learn stores: vmapped over the replay's device axis
-    store = jax.shard_map(jax.vmap(stage.store, in_axes=(0, None)), mesh=pipeline.mesh,
-                          in_specs=(P(AXIS), P(None, AXIS)), out_specs=P(AXIS),
-                          check_vma=False)
-    return {"learn": (learn, (_copy(state.learner), _copy(state.updates), _copy(state.replay),
-                              _copy(state.window), key, metrics)),
-            "returns": (lambda c: (store(*c), c[1]), (_copy(state.replay), _copy(state.window)))}
+    store = jax.shard_map(
+        jax.vmap(stage.store, in_axes=(0, None)),
+        mesh=pipeline.mesh,
+        in_specs=(P(AXIS), P(None, AXIS)),
+        out_specs=P(AXIS),
+        check_vma=False,
+    )
+    return {
+        "learn": (
+            learn,
+            (
+                _copy(state.learner),
+                _copy(state.updates),
+                _copy(state.replay),
+                _copy(state.window),
+                key,
+                metrics,
+            ),
+        ),
+        "returns": (lambda c: (store(*c), c[1]), (_copy(state.replay), _copy(state.window))),
+    }
 
 
 def table(rows: list[dict]) -> str:
     """Markdown: per config, the tick's time and each phase's share (median [min–max] of
     the tick, shares of medians), and the most overlapping the halves could win."""
-    lines = ["| config | envs x steps | lag | tick | SPS | rollout | returns | update | rest "
-             "| overlap bound |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| config | envs x steps | lag | tick | SPS | rollout | returns | update | rest "
+        "| overlap bound |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         tick = [1e3 * t for t in r["seconds_per_tick"]["tick"]]
         s = r["shares"]
@@ -212,6 +269,6 @@ def table(rows: list[dict]) -> str:
             f"{statistics.median(tick):.3g} ms [{min(tick):.3g}–{max(tick):.3g}] | "
             f"{r['sps'] / 1e3:,.0f}k | {100 * s['rollout']:.0f}% | {returns} | "
             f"{100 * s['update']:.0f}% | {100 * s['rest']:.0f}% | "
-            f"{r['overlap_bound']:.2f}x |")
+            f"{r['overlap_bound']:.2f}x |"
+        )
     return "\n".join(lines)
-

@@ -41,11 +41,13 @@ class Suite(NamedTuple):
 SUITES: dict[str, Suite] = {
     "brax": Suite("brax", "jaxrl_async.envs.suites.brax", "brax", "inverted_pendulum"),
     "jumanji": Suite("jumanji", "jaxrl_async.envs.suites.jumanji", "jumanji", "Snake-v1"),
-    "craftax": Suite("craftax", "jaxrl_async.envs.suites.craftax", "craftax",
-                     "Craftax-Classic-Symbolic-v1"),
+    "craftax": Suite(
+        "craftax", "jaxrl_async.envs.suites.craftax", "craftax", "Craftax-Classic-Symbolic-v1"
+    ),
     "navix": Suite("navix", "jaxrl_async.envs.suites.navix", "navix", "Navix-Empty-5x5-v0"),
-    "xminigrid": Suite("xminigrid", "jaxrl_async.envs.suites.xminigrid", "xminigrid",
-                       "MiniGrid-Empty-8x8"),
+    "xminigrid": Suite(
+        "xminigrid", "jaxrl_async.envs.suites.xminigrid", "xminigrid", "MiniGrid-Empty-8x8"
+    ),
 }
 
 
@@ -56,8 +58,10 @@ def installed(suite: str) -> bool:
 def adapter(suite: str):
     """The adapter module of `suite`; a one-line ConfigError when the suite is not installed."""
     if not installed(suite):
-        raise ConfigError(f"env suite {suite!r} is not installed: "
-                          f"pip install 'jaxrl_async[{SUITES[suite].extra}]'")
+        raise ConfigError(
+            f"env suite {suite!r} is not installed: "
+            f"pip install 'jaxrl_async[{SUITES[suite].extra}]'"
+        )
     import_gymnax()  # every adapter uses gymnax's spaces
     return importlib.import_module(SUITES[suite].adapter)
 
@@ -67,8 +71,10 @@ def make(name: str, **kwargs):
     suite, _, env_id = name.partition(":")
     module = adapter(suite)
     if env_id not in module.ids():
-        raise ConfigError(f"unknown {suite} env {env_id!r} (e.g. {suite}:{SUITES[suite].example};"
-                          f" `jaxrl-async envs {suite}` lists them)")
+        raise ConfigError(
+            f"unknown {suite} env {env_id!r} (e.g. {suite}:{SUITES[suite].example};"
+            f" `jaxrl-async envs {suite}` lists them)"
+        )
     return module.make(env_id, **kwargs)
 
 

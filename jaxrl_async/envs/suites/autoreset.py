@@ -32,8 +32,11 @@ def strong_types(tree):
     reset leaves a weakly typed leaf that its step makes strong would change its state's
     types from step to step, and a jitted step would compile twice."""
     return jax.tree.map(
-        lambda x: x if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-        else jnp.asarray(x, x.dtype), tree)
+        lambda x: (
+            x if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else jnp.asarray(x, x.dtype)
+        ),
+        tree,
+    )
 
 
 def reset_where(reset, done, key, state, *args, fraction: float = CHUNK):
@@ -61,8 +64,9 @@ def reset_where(reset, done, key, state, *args, fraction: float = CHUNK):
 
 def _broadcast(size, in_batched, tree):
     """Give every unbatched leaf of `tree` a leading batch axis of `size`."""
-    return jax.tree.map(lambda x, b: x if b else jnp.broadcast_to(x, (size, *jnp.shape(x))),
-                        tree, tuple(in_batched))
+    return jax.tree.map(
+        lambda x, b: x if b else jnp.broadcast_to(x, (size, *jnp.shape(x))), tree, tuple(in_batched)
+    )
 
 
 def _flat(reset, fraction: float):
@@ -78,8 +82,10 @@ def _flat(reset, fraction: float):
         operands = _broadcast(axis_size, in_batched, (done, keys, state, args))
         merged = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), operands)
         out = flat(*merged)
-        return (jax.tree.map(lambda x: x.reshape(axis_size, -1, *x.shape[1:]), out),
-                jax.tree.map(lambda _: True, state))
+        return (
+            jax.tree.map(lambda x: x.reshape(axis_size, -1, *x.shape[1:]), out),
+            jax.tree.map(lambda _: True, state),
+        )
 
     return flat
 

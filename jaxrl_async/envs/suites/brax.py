@@ -18,8 +18,7 @@ from flax import struct
 from gymnax.environments import spaces
 
 from jaxrl_async.envs.suites.autoreset import reset_where
-from jaxrl_async.errors import first_line
-from jaxrl_async.errors import ConfigError, UserError
+from jaxrl_async.errors import ConfigError, UserError, first_line
 
 # mujoco prints "Failed to import warp" to stdout when its optional GPU backend is absent:
 # noise in `jaxrl-async envs` and in every run's output.
@@ -70,8 +69,9 @@ class BraxEnv:
         # Resets only where an episode ended (`reset_where`): brax's pipeline init costs
         # a sizeable share of a step. Chunks of 1/8 of the envs: on a CPU a small batch of brax's
         # many small ops costs nearly what a big one does.
-        obs, next_state = reset_where(self.reset, done, key,
-                                      (final_obs, BraxState(stepped, t)), fraction=1 / 8)
+        obs, next_state = reset_where(
+            self.reset, done, key, (final_obs, BraxState(stepped, t)), fraction=1 / 8
+        )
         reward = jnp.asarray(stepped.reward, jnp.float32)  # some envs return a Python float
         info = {**stepped.metrics, "final_observation": final_obs}
         return obs, next_state, reward, terminated, truncated, info
@@ -93,17 +93,21 @@ def direct(env_id: str, episode_length: int = 1000, **kwargs):
 def make(env_id: str, episode_length: int = 1000, **kwargs):
     """(env, params) for brax's `env_id`; `episode_length` is the time limit, the other
     kwargs go to the env's constructor (e.g. backend="positional")."""
-    if isinstance(episode_length, bool) or not isinstance(episode_length, int) \
-            or episode_length < 1:
-        raise ConfigError(f"env.kwargs.episode_length must be an int >= 1, "
-                          f"got {episode_length!r}")
+    if (
+        isinstance(episode_length, bool)
+        or not isinstance(episode_length, int)
+        or episode_length < 1
+    ):
+        raise ConfigError(f"env.kwargs.episode_length must be an int >= 1, got {episode_length!r}")
     try:
         env = brax_envs.get_environment(env_id, **kwargs)
     except TypeError as e:
-        raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by brax:{env_id}: "
-                          f"{first_line(e)}") from None
+        raise ConfigError(
+            f"env.kwargs {dict(kwargs)!r} rejected by brax:{env_id}: {first_line(e)}"
+        ) from None
     except Exception as e:  # noqa: BLE001  (a model file, a backend: anything may fail)
-        raise UserError(f"cannot build env 'brax:{env_id}': {type(e).__name__}: "
-                        f"{first_line(e)}") from None
+        raise UserError(
+            f"cannot build env 'brax:{env_id}': {type(e).__name__}: {first_line(e)}"
+        ) from None
     adapted = BraxEnv(env, episode_length)
     return adapted, adapted.default_params

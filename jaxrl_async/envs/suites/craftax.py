@@ -18,12 +18,15 @@ from flax import struct
 from gymnax.environments import spaces
 
 from jaxrl_async.envs.suites.autoreset import reset_where, strong_types
-from jaxrl_async.errors import first_line
-from jaxrl_async.errors import ConfigError, UserError
+from jaxrl_async.errors import ConfigError, UserError, first_line
 
 # The names make_craftax_env_from_name builds without auto-reset (craftax keeps no registry).
-IDS = ["Craftax-Classic-Symbolic-v1", "Craftax-Classic-Pixels-v1", "Craftax-Symbolic-v1",
-       "Craftax-Pixels-v1"]
+IDS = [
+    "Craftax-Classic-Symbolic-v1",
+    "Craftax-Classic-Pixels-v1",
+    "Craftax-Symbolic-v1",
+    "Craftax-Pixels-v1",
+]
 
 _NEVER = jnp.iinfo(jnp.int32).max  # a time limit no episode reaches
 
@@ -69,11 +72,11 @@ class CraftaxEnv:
         truncated = jnp.logical_and(done, ~terminated)
         # A new world only where an episode ended (`reset_where`): generating one costs
         # about 40 steps, which a select would pay for every env on every step.
-        next_obs, next_state = reset_where(self.reset, done, reset_key, (obs, stepped),
-                                           params, fraction=1 / 64)
+        next_obs, next_state = reset_where(
+            self.reset, done, reset_key, (obs, stepped), params, fraction=1 / 64
+        )
         info = {**info, "final_observation": obs}
-        return (next_obs, next_state, jnp.asarray(reward, jnp.float32), terminated, truncated,
-                info)
+        return (next_obs, next_state, jnp.asarray(reward, jnp.float32), terminated, truncated, info)
 
 
 def ids() -> list[str]:
@@ -102,12 +105,14 @@ def make(env_id: str, **kwargs):
     try:
         env = make_craftax_env_from_name(env_id, auto_reset=False)
     except Exception as e:  # noqa: BLE001  (textures, world generation: anything may fail)
-        raise UserError(f"cannot build env 'craftax:{env_id}': {type(e).__name__}: "
-                        f"{first_line(e)}") from None
+        raise UserError(
+            f"cannot build env 'craftax:{env_id}': {type(e).__name__}: {first_line(e)}"
+        ) from None
     try:
         params = env.default_params.replace(**kwargs)
     except TypeError as e:
-        raise ConfigError(f"env.kwargs {dict(kwargs)!r} rejected by craftax:{env_id}: "
-                          f"{first_line(e)}") from None
+        raise ConfigError(
+            f"env.kwargs {dict(kwargs)!r} rejected by craftax:{env_id}: {first_line(e)}"
+        ) from None
     adapted = CraftaxEnv(env, params)
     return adapted, adapted.default_params

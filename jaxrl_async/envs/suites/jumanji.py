@@ -38,8 +38,8 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async.envs.suites.autoreset import reset_where
 from jaxrl_async.envs.suites import check_resets
+from jaxrl_async.envs.suites.autoreset import reset_where
 from jaxrl_async.errors import ConfigError, building_env
 
 # Above this many joint actions a flattened MultiDiscrete space is refused: a policy head
@@ -49,8 +49,9 @@ MAX_JOINT_ACTIONS = 2**16
 # Envs whose (agents, actions) mask allows each agent's action on its own; every other
 # MultiDiscrete env's mask has one entry per joint action. Told apart by name because the
 # shapes alone can coincide (Minesweeper with 2 rows has a (2, cols) joint mask).
-PER_AGENT_MASK = frozenset({"Cleaner", "Connector", "JobShop", "LevelBasedForaging", "MMST",
-                            "RobotWarehouse"})
+PER_AGENT_MASK = frozenset(
+    {"Cleaner", "Connector", "JobShop", "LevelBasedForaging", "MMST", "RobotWarehouse"}
+)
 
 
 def ids() -> list[str]:
@@ -103,8 +104,10 @@ class JumanjiEnv:
         name = type(env.unwrapped).__name__
         for what, spec in (("reward", env.reward_spec), ("discount", env.discount_spec)):
             if tuple(spec.shape) != ():
-                raise ConfigError(f"jumanji:{env_id} is not supported: its {what} has shape "
-                                  f"{tuple(spec.shape)} (one per agent), not a scalar")
+                raise ConfigError(
+                    f"jumanji:{env_id} is not supported: its {what} has shape "
+                    f"{tuple(spec.shape)} (one per agent), not a scalar"
+                )
         action = env.action_spec
         if isinstance(action, specs.DiscreteArray):
             self._nvec = None
@@ -113,23 +116,32 @@ class JumanjiEnv:
             self._nvec = tuple(int(n) for n in action.num_values)
             self.num_actions = math.prod(self._nvec)
             if self.num_actions > MAX_JOINT_ACTIONS:
-                raise ConfigError(f"jumanji:{env_id} is not supported: its MultiDiscrete action "
-                                  f"space {list(self._nvec)} has {self.num_actions:,} joint "
-                                  f"actions (at most {MAX_JOINT_ACTIONS:,})")
+                raise ConfigError(
+                    f"jumanji:{env_id} is not supported: its MultiDiscrete action "
+                    f"space {list(self._nvec)} has {self.num_actions:,} joint "
+                    f"actions (at most {MAX_JOINT_ACTIONS:,})"
+                )
         else:
-            raise ConfigError(f"jumanji:{env_id} is not supported: its action spec is a "
-                              f"{type(action).__name__} {tuple(action.shape)} of "
-                              f"{np.dtype(action.dtype).name} (only Discrete or MultiDiscrete)")
+            raise ConfigError(
+                f"jumanji:{env_id} is not supported: its action spec is a "
+                f"{type(action).__name__} {tuple(action.shape)} of "
+                f"{np.dtype(action.dtype).name} (only Discrete or MultiDiscrete)"
+            )
         self._action_dtype = action.dtype
         self._fields = dict(_leaf_specs(env.observation_spec))
         self._per_agent_mask = name in PER_AGENT_MASK
         mask = self._fields.get("action_mask")
         if mask is not None:
-            expected = (self.num_actions,) if self._nvec is None else (
-                (len(self._nvec), max(self._nvec)) if self._per_agent_mask else self._nvec)
+            expected = (
+                (self.num_actions,)
+                if self._nvec is None
+                else ((len(self._nvec), max(self._nvec)) if self._per_agent_mask else self._nvec)
+            )
             if tuple(mask.shape) != tuple(expected):
-                raise ConfigError(f"jumanji:{env_id} is not supported: an action mask of "
-                                  f"shape {tuple(mask.shape)}, expected {tuple(expected)}")
+                raise ConfigError(
+                    f"jumanji:{env_id} is not supported: an action mask of "
+                    f"shape {tuple(mask.shape)}, expected {tuple(expected)}"
+                )
 
     def observation_space(self, params=None):
         from gymnax.environments import spaces
@@ -160,8 +172,14 @@ class JumanjiEnv:
         state, obs = reset_where(self._reset, done, key, (state, final_obs))
         terminated = done & (timestep.discount == 0)
         truncated = done & (timestep.discount != 0)
-        return (obs, state, jnp.asarray(timestep.reward, jnp.float32), terminated, truncated,
-                {"final_observation": final_obs})
+        return (
+            obs,
+            state,
+            jnp.asarray(timestep.reward, jnp.float32),
+            terminated,
+            truncated,
+            {"final_observation": final_obs},
+        )
 
     def _suite_action(self, action):
         """Our scalar action as jumanji's: a joint index is split row-major."""
@@ -184,7 +202,7 @@ class JumanjiEnv:
         if not self._per_agent_mask:
             return mask.reshape(-1)
         # Joint action (a0, a1, ...) is legal where each agent's own action is.
-        joint = mask[0, :self._nvec[0]]
+        joint = mask[0, : self._nvec[0]]
         for agent, n in enumerate(self._nvec[1:], start=1):
             joint = joint[..., None] & mask[agent, :n]
         return joint.reshape(-1)
@@ -218,5 +236,9 @@ def _box(spec):
     else:
         low, high = np.asarray(-np.inf), np.asarray(np.inf)
     shape = tuple(spec.shape)
-    return spaces.Box(np.broadcast_to(low.astype(dtype), shape),
-                      np.broadcast_to(high.astype(dtype), shape), shape, dtype)
+    return spaces.Box(
+        np.broadcast_to(low.astype(dtype), shape),
+        np.broadcast_to(high.astype(dtype), shape),
+        shape,
+        dtype,
+    )

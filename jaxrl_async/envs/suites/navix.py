@@ -16,12 +16,14 @@ import numpy as np
 from flax import struct
 from gymnax.environments import spaces
 
-from jaxrl_async.errors import first_line
-from jaxrl_async.errors import ConfigError, UserError
+from jaxrl_async.errors import ConfigError, UserError, first_line
 
 # Kwargs navix takes as functions, given by name in a config: the navix module to look in.
-_FUNCTION_KWARGS = {"observation_fn": "observations", "reward_fn": "rewards",
-                    "termination_fn": "terminations"}
+_FUNCTION_KWARGS = {
+    "observation_fn": "observations",
+    "reward_fn": "rewards",
+    "termination_fn": "terminations",
+}
 
 
 @struct.dataclass
@@ -41,8 +43,11 @@ class NavixEnv:
         # Declared from what navix emits: its own spaces cap the symbolic tags at 8
         # while the player's is 10.
         dtype = np.dtype(self._obs.dtype)
-        low, high = ((np.iinfo(dtype).min, np.iinfo(dtype).max)
-                     if np.issubdtype(dtype, np.integer) else (-np.inf, np.inf))
+        low, high = (
+            (np.iinfo(dtype).min, np.iinfo(dtype).max)
+            if np.issubdtype(dtype, np.integer)
+            else (-np.inf, np.inf)
+        )
         return spaces.Box(low, high, self._obs.shape, dtype)
 
     def action_space(self, params=None):
@@ -68,8 +73,7 @@ class NavixEnv:
         # The rendering cache (an image of the walls) passes on as in navix's own reset:
         # drawing it costs more than a step, and envs whose walls change draw their own.
         reset_obs, reset_state = self._reset(key, state.state.cache)
-        next_state = jax.tree.map(lambda new, old: jnp.where(done, new, old),
-                                  reset_state, stepped)
+        next_state = jax.tree.map(lambda new, old: jnp.where(done, new, old), reset_state, stepped)
         obs = jnp.where(done, reset_obs, stepped.observation)
         info = {"final_observation": stepped.observation}
         reward = jnp.asarray(stepped.reward, jnp.float32)
@@ -96,16 +100,19 @@ def make(env_id: str, **kwargs):
         if isinstance(kwargs.get(name), str):
             fn = getattr(getattr(navix, module), kwargs[name], None)
             if not callable(fn):
-                raise ConfigError(f"env.kwargs.{name}={kwargs[name]!r}: navix.{module} "
-                                  f"has no such function")
+                raise ConfigError(
+                    f"env.kwargs.{name}={kwargs[name]!r}: navix.{module} has no such function"
+                )
             kwargs = {**kwargs, name: fn}
     try:
         env = navix.make(env_id, **kwargs)
     except TypeError as e:
-        raise ConfigError(f"env.kwargs {given!r} rejected by navix:{env_id}: "
-                          f"{first_line(e)}") from None
+        raise ConfigError(
+            f"env.kwargs {given!r} rejected by navix:{env_id}: {first_line(e)}"
+        ) from None
     except Exception as e:  # noqa: BLE001  (a suite's constructor may raise anything)
-        raise UserError(f"cannot build env 'navix:{env_id}': {type(e).__name__}: "
-                        f"{first_line(e)}") from None
+        raise UserError(
+            f"cannot build env 'navix:{env_id}': {type(e).__name__}: {first_line(e)}"
+        ) from None
     adapted = NavixEnv(env)
     return adapted, adapted.default_params

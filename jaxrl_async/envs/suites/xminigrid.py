@@ -22,8 +22,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async.envs.suites.autoreset import reset_where, strong_types
 from jaxrl_async.envs.suites import check_resets
+from jaxrl_async.envs.suites.autoreset import reset_where, strong_types
 from jaxrl_async.errors import ConfigError, UserError, building_env, first_line
 
 
@@ -39,12 +39,13 @@ def make(env_id: str, benchmark: str | None = None, ruleset: int | None = None, 
 
     xland = env_id.startswith("XLand-")
     if not xland and (benchmark is not None or ruleset is not None):
-        raise ConfigError(f"env.kwargs benchmark/ruleset are for XLand ids, not "
-                          f"xminigrid:{env_id}")
+        raise ConfigError(f"env.kwargs benchmark/ruleset are for XLand ids, not xminigrid:{env_id}")
     if xland and benchmark is None:
-        raise ConfigError(f"xminigrid:{env_id} needs a rule set: env.kwargs.benchmark=<one of "
-                          f"{', '.join(xminigrid.registered_benchmarks())}> (downloaded on "
-                          f"first use) and optionally env.kwargs.ruleset=<index>")
+        raise ConfigError(
+            f"xminigrid:{env_id} needs a rule set: env.kwargs.benchmark=<one of "
+            f"{', '.join(xminigrid.registered_benchmarks())}> (downloaded on "
+            f"first use) and optionally env.kwargs.ruleset=<index>"
+        )
     with building_env(f"xminigrid:{env_id}", kwargs):
         env, params = xminigrid.make(env_id, **kwargs)
     if xland:
@@ -77,18 +78,23 @@ def _ruleset(benchmark: str, index: int):
     from xminigrid import benchmarks
 
     if benchmark not in xminigrid.registered_benchmarks():
-        raise ConfigError(f"unknown xminigrid benchmark {benchmark!r} (one of "
-                          f"{', '.join(xminigrid.registered_benchmarks())})")
+        raise ConfigError(
+            f"unknown xminigrid benchmark {benchmark!r} (one of "
+            f"{', '.join(xminigrid.registered_benchmarks())})"
+        )
     try:
         rulesets = xminigrid.load_benchmark(benchmark)
     except Exception as e:  # noqa: BLE001  (offline: URLError; a partial file: anything)
-        raise UserError(f"cannot load xminigrid benchmark {benchmark!r} (downloaded from the "
-                        f"Hugging Face Hub into {benchmarks.DATA_PATH} on first use: offline?): "
-                        f"{type(e).__name__}: {first_line(e)}") from None
+        raise UserError(
+            f"cannot load xminigrid benchmark {benchmark!r} (downloaded from the "
+            f"Hugging Face Hub into {benchmarks.DATA_PATH} on first use: offline?): "
+            f"{type(e).__name__}: {first_line(e)}"
+        ) from None
     count = rulesets.num_rulesets()
     if not 0 <= index < count:
-        raise ConfigError(f"env.kwargs.ruleset={index!r}: benchmark {benchmark!r} has "
-                          f"rule sets 0..{count - 1}")
+        raise ConfigError(
+            f"env.kwargs.ruleset={index!r}: benchmark {benchmark!r} has rule sets 0..{count - 1}"
+        )
     return rulesets.get_ruleset(index)
 
 
@@ -131,5 +137,11 @@ class XMiniGridEnv:
         state = reset_where(self._restart, done, key, timestep, params)
         terminated = done & (timestep.discount == 0)
         truncated = done & (timestep.discount != 0)
-        return (state.observation, state, jnp.asarray(timestep.reward, jnp.float32), terminated,
-                truncated, {"final_observation": timestep.observation})
+        return (
+            state.observation,
+            state,
+            jnp.asarray(timestep.reward, jnp.float32),
+            terminated,
+            truncated,
+            {"final_observation": timestep.observation},
+        )
