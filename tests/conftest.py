@@ -25,18 +25,20 @@ def cli():
     return run_cli
 
 
-# The files with the longest runs (learning over seeds, subprocesses on forced devices), longest
-# first. `make test` hands whole files to two workers in collection order, so starting these
-# first keeps one worker from ending alone on a long file. test_multidevice comes before
-# test_distributed, whose one-process references load test_multidevice's programs from the
-# compile cache (same configs, same forced devices) when it has finished them.
-LONG_FIRST = ("test_multidevice.py", "test_memory.py", "test_checkpoint.py", "test_td3.py",
-              "test_notebook.py", "test_suite_craftax.py", "test_dqn.py", "test_r2d2.py",
-              "test_train.py", "test_distributed.py", "test_sac.py", "test_sweep.py",
-              "test_suite_jumanji.py", "test_pipeline.py", "test_suite_brax.py",
-              "test_replay_prioritized.py", "test_eval.py", "test_config_cli.py", "test_envs.py",
-              "test_suite_navix.py", "test_impala.py", "test_pqn.py", "test_suite_xminigrid.py",
-              "test_results.py", "test_custom_env.py", "test_seeds.py", "test_obs_structures.py")
+# The files with the longest runs (forced-device subprocesses, learning over seeds), longest
+# first. `make check` hands whole files to two workers in collection order, so starting these
+# first keeps one worker from ending alone on a long file; the two forced-device files go to
+# the two workers side by side. test_multidevice comes before test_distributed, whose
+# one-process references load test_multidevice's programs from the compile cache (same
+# configs, same forced devices) when it has finished them.
+LONG_FIRST = ("test_multidevice.py", "test_split_placement.py", "test_memory.py",
+              "test_resume.py", "test_r2d2.py", "test_dqn.py", "test_checkpoint.py",
+              "test_train.py", "test_distributed.py", "test_notebook.py", "test_td3.py",
+              "test_sac.py", "test_suite_craftax.py", "test_suite_jumanji.py", "test_pipeline.py",
+              "test_suite_brax.py", "test_sweep.py", "test_envs.py", "test_suite_navix.py",
+              "test_replay_prioritized.py", "test_impala.py", "test_suite_xminigrid.py",
+              "test_eval.py", "test_pqn.py", "test_results.py", "test_config_cli.py",
+              "test_custom_env.py", "test_seeds.py", "test_obs_structures.py")
 
 
 def pytest_configure(config):

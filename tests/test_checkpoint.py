@@ -29,6 +29,7 @@ def _fresh_state(config):
 # checkpoint.py
 
 
+@pytest.mark.slow
 def test_save_restore_round_trip_keeps_keys_ints_and_shardings(tmp_path):
     config = jaxrl_async.load_config("ppo_cartpole_async", SMALL)
     state, abstract = _fresh_state(config)
@@ -53,6 +54,7 @@ def test_save_restore_round_trip_keeps_keys_ints_and_shardings(tmp_path):
     assert_same_state(again["state"], state)
 
 
+@pytest.mark.slow
 def test_restore_into_another_configs_state_names_the_mismatch(tmp_path):
     small = jaxrl_async.load_config("ppo_cartpole", SMALL)
     wider = jaxrl_async.load_config("ppo_cartpole", SMALL + ["agent.hidden_sizes=[32,32]"])
@@ -100,6 +102,7 @@ def test_missing_checkpoint_raises(tmp_path):
 # Resume
 
 
+@pytest.mark.slow
 def test_extending_a_finished_run_equals_the_longer_run(tmp_path):
     """With nothing that depends on the run's length (no LR annealing), a finished 4096-step
     run extended to 8192 is the 8192-step run: both use host calls of 8 ticks."""
@@ -118,6 +121,7 @@ def test_extending_a_finished_run_equals_the_longer_run(tmp_path):
     assert jaxrl_async.load_config(run_dir / "config.yaml").train.total_steps == 8192
 
 
+@pytest.mark.slow
 def test_resume_refuses_changes_outside_the_resumable_keys(tmp_path):
     run_dir = tmp_path / "run"
     jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", SMALL), run_dir=run_dir)
@@ -135,6 +139,7 @@ def test_resume_refuses_changes_outside_the_resumable_keys(tmp_path):
     assert (run_dir / "metrics.jsonl").read_text() == before
 
 
+@pytest.mark.slow
 def test_periodic_checkpoints_round_to_host_calls_and_keep_the_last_n(tmp_path):
     run_dir = tmp_path / "run"
     # No LR annealing: the run and its extension are test_extending's one program.
@@ -172,6 +177,7 @@ jaxrl_async.train(config, run_dir=sys.argv[1])
 """
 
 
+@pytest.mark.slow
 def test_a_crash_mid_save_leaves_the_previous_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH_ON_SAVE), str(run_dir),
@@ -222,6 +228,7 @@ def _snapshot(path):
     pytest.param(lambda checkpoint: (checkpoint / "meta" / "metadata").unlink(),
                  "is unreadable", False, id="metadata-missing"),
 ])
+@pytest.mark.slow
 def test_cli_resume_of_a_corrupt_checkpoint_exits_2(cli, tmp_path, finished_run, corrupt,
                                                     mentions, command):
     import shutil
@@ -261,6 +268,7 @@ def test_cli_resume_without_a_checkpoint_exits_2(tmp_path, layout, mentions):
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_cli_resume_tolerates_a_damaged_orbax_step_metadata_quietly(cli, tmp_path,
                                                                    finished_run):
     """Orbax ignores an unparsable _CHECKPOINT_METADATA (it is not needed to restore)
@@ -276,6 +284,7 @@ def test_cli_resume_tolerates_a_damaged_orbax_step_metadata_quietly(cli, tmp_pat
     assert proc.stderr.strip() == "", proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_resume_with_a_changed_key_exits_2(tmp_path, finished_run):
     import shutil
 

@@ -150,6 +150,7 @@ def filled_replay(seed, size, capacity=64, alpha=0.6):
                            jnp.asarray(rng.uniform(0.1, 2.0, size), jnp.float32))
 
 
+@pytest.mark.slow
 def test_priorities_written_back_are_abs_td_error(cartpole_agent):
     config, agent = cartpole_agent
     replay_config = ReplayConfig(kind="prioritized", capacity=64, batch_size=16,
@@ -183,6 +184,7 @@ def test_priorities_written_back_are_abs_td_error(cartpole_agent):
     np.testing.assert_allclose(metrics["replay_beta"], beta, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_no_update_before_learning_starts(cartpole_agent):
     _, agent = cartpole_agent
     stage = make_replay_stage(agent.replay, ReplayConfig(capacity=64, batch_size=16,
@@ -196,6 +198,7 @@ def test_no_update_before_learning_starts(cartpole_agent):
     assert all(float(v) == 0.0 for v in metrics.values())
 
 
+@pytest.mark.slow
 def test_importance_weights_scale_the_gradient(cartpole_agent):
     """A zero weight removes a sample from the loss; weights scale it linearly."""
     _, agent = cartpole_agent
@@ -236,6 +239,7 @@ TINY = DQN_TINY
 
 
 @pytest.mark.parametrize("lag", [0, 2])
+@pytest.mark.slow
 def test_tiny_dqn_run_is_deterministic_and_reports_lag(lag):
     config = jaxrl_async.load_config("dqn_cartpole", TINY + [f"pipeline.lag={lag}"])
     a, b = jaxrl_async.train(config), jaxrl_async.train(config)
@@ -250,6 +254,7 @@ def test_tiny_dqn_run_is_deterministic_and_reports_lag(lag):
     assert a.metrics["learning"][0] < 1.0 and a.metrics["learning"][-1] == 1.0
 
 
+@pytest.mark.slow
 def test_replay_stores_raw_observations_and_the_learner_sees_them_normalised(monkeypatch):
     """With env.normalize_obs the replay holds raw observations (the same state is the
     same vector whenever it was stored) and each sampled batch reaches agent.learn

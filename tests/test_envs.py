@@ -330,6 +330,7 @@ NO_NET = {"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:
           "no_proxy": "", "NO_PROXY": ""}
 
 
+@pytest.mark.slow
 def test_cli_envs_lists_every_id_and_every_suite(cli, tmp_path):
     # No network for the subprocess: listing environments must not need it.
     from jaxrl_async.envs import suites
@@ -348,6 +349,7 @@ def test_cli_envs_lists_every_id_and_every_suite(cli, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_cli_envs_of_one_suite_shows_spaces(cli, tmp_path):
     result = cli("envs", "jumanji", cwd=tmp_path, timeout=300, env=NO_NET)
     assert result.returncode == 0, result.stderr[-2000:]

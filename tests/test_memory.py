@@ -72,6 +72,7 @@ def test_evaluation_carries_the_memory_through_each_episode(mode):
     np.testing.assert_array_equal(np.asarray(returns), np.asarray(lengths))
 
 
+@pytest.mark.slow
 def test_a_recurrent_run_evaluates_and_its_checkpoint_does_too(tmp_path):
     from jaxrl_async.evaluate import evaluate_run
 
@@ -85,6 +86,7 @@ def test_a_recurrent_run_evaluates_and_its_checkpoint_does_too(tmp_path):
     assert 1 <= min(sampled["lengths"]) and max(sampled["lengths"]) <= 50
 
 
+@pytest.mark.slow
 def test_a_memoryless_agent_carries_nothing():
     config = jaxrl_async.load_config("ppo_cartpole", [*GRU[:3], "train.total_steps=1024"])
     pipeline, agent = build_pipeline(config)
@@ -145,6 +147,7 @@ def _hand_loop(params, traj, module):
 
 
 @pytest.mark.parametrize("memory", ["gru", "lstm"])
+@pytest.mark.slow
 def test_the_learner_reruns_stored_sequences_as_a_hand_written_loop(memory):
     """At lag 0: the actor's stored carries and log-probabilities, and the learner's
     re-run of env groups from the stored first carry (embedding batched, cell scanned),
@@ -172,6 +175,7 @@ def test_the_learner_reruns_stored_sequences_as_a_hand_written_loop(memory):
     np.testing.assert_allclose(np.asarray(next_value), next_values, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_lag0_recurrent_tick_is_rollout_then_learn():
     """The scanned pipeline equals rollouts and updates called by hand, the memory
     handed from each rollout to the next, bitwise. The cell steps inside the one
@@ -199,6 +203,7 @@ def test_lag0_recurrent_tick_is_rollout_then_learn():
 
 @pytest.mark.parametrize("name, kl", [("ppo_cartpole", "approx_kl"),
                                       ("impala_cartpole", "behaviour_kl")])
+@pytest.mark.slow
 def test_first_learner_pass_reproduces_the_actors_log_probs_at_lag0_only(name, kl):
     """One epoch of one minibatch: the learner's first (and only) pass scores the actions
     with the parameters that acted, so its ratio to the actor's log-probabilities is 1 up
@@ -281,6 +286,7 @@ def _trained(name, overrides):
     return jaxrl_async.train(config)
 
 
+@pytest.mark.slow
 def test_recurrent_ppo_learns_to_count_on_a_custom_env():
     """A custom env passed to `train` (ClockEnv: blank observations, reward 1 for the
     parity of the step, episodes of 3-6 steps, so 4.5 per episode at best): the recurrent

@@ -25,6 +25,7 @@ def _leaves(tree):
                        else x) for x in jax.tree.leaves(tree)]
 
 
+@pytest.mark.slow
 def test_lag0_tick_is_rollout_then_learn():
     """Synchronous PPO written out by hand equals the scanned pipeline, bitwise."""
     agent, pipeline, state = _build(lag=0)
@@ -45,6 +46,7 @@ def test_lag0_tick_is_rollout_then_learn():
 
 
 @pytest.mark.parametrize("lag", [1, 2])
+@pytest.mark.slow
 def test_actor_does_not_read_the_learner_within_a_tick(lag):
     """Perturb the learner's parameters: what the actor writes this tick is unchanged."""
     _, pipeline, state = _build(lag=lag)

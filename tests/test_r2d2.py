@@ -76,6 +76,7 @@ def small_net():
     return config, net, params, target
 
 
+@pytest.mark.slow
 def test_burn_in_steps_carry_no_gradient(small_net):
     """Observations and the stored carry reach the loss only through the burnt-in carry,
     which is a constant: their gradients are zero on the burn-in steps and not after."""
@@ -100,6 +101,7 @@ def test_burn_in_steps_carry_no_gradient(small_net):
     np.testing.assert_array_equal(loss_of(other), loss_of(seq))
 
 
+@pytest.mark.slow
 def test_priorities_are_eta_max_plus_mean_of_the_trained_steps_td(small_net):
     """A sequence's priority is 0.9 max + 0.1 mean of its trained steps' |TD| (eta 1 and 0
     give the two parts), whatever else is in the batch."""
@@ -124,6 +126,7 @@ def test_priorities_are_eta_max_plus_mean_of_the_trained_steps_td(small_net):
                                rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_sequences_are_cut_across_ticks_with_their_stored_carry():
     """Length 6, overlap 2 (stride 4), rollouts of 8: every stored sequence is the stream's
     steps [4i, 4i + 6) of one env with the carry the actor held before step 4i."""
@@ -191,6 +194,7 @@ def test_r2d2_learns_masked_cartpole():
 
 # The LSTM's (c, h) carry: the GRU's shares every line but the cell, whose unroll
 # test_memory checks against a hand-written loop.
+@pytest.mark.slow
 def test_at_lag0_replayed_sequences_reproduce_the_actor(memory="lstm"):
     """With no update yet (learning_starts beyond the run) and greedy actors, the learner's
     unroll of each stored sequence from its stored carry reproduces what the actor did: the

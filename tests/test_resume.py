@@ -12,6 +12,9 @@ from jaxrl_async import checkpoint as ckpt
 from tests.helpers.configs import DQN_TINY, PPO_SMALL, PQN_LAG1, R2D2_TINY
 from tests.helpers.resume import assert_same_records, assert_same_state, interrupt_at, records
 
+# Each case trains its config twice and resumes it once: whole compiled training programs.
+pytestmark = pytest.mark.slow
+
 
 def _r2d2_replay_is_full_and_learning(reference):
     # 4 envs x 8 steps a tick, two sequences of 8 per env per tick (384 in all, the last
@@ -46,8 +49,7 @@ RESUME_CONFIGS = [
     # Prioritized replay (full and wrapped by the end), its sum tree, the n-step window and
     # two queued parameter versions too.
     pytest.param("dqn_cartpole", DQN_TINY + ["pipeline.lag=2"], None, id="dqn-per"),
-    pytest.param("ppo_cartpole", PPO_SMALL + ["train.num_seeds=3"], None, id="ppo-3-seeds",
-                 marks=pytest.mark.slow),
+    pytest.param("ppo_cartpole", PPO_SMALL + ["train.num_seeds=3"], None, id="ppo-3-seeds"),
     # The actor's carry (and the carries stored with the trajectory in flight).
     pytest.param("ppo_cartpole_async", PPO_SMALL + ["agent.memory=gru", "agent.memory_size=8",
                                                     "agent.hidden_sizes=[8]"], None,

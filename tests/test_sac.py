@@ -127,6 +127,7 @@ def test_squashed_gaussian_samples_follow_their_density():
 # --- acting ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_actions_are_within_pendulum_bounds_and_typed():
     spec = pendulum_spec()
     agent = build(spec=spec)
@@ -161,6 +162,7 @@ def test_discrete_envs_and_bad_values_are_config_errors():
 # --- learning ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_priorities_are_the_abs_td_errors_of_the_step():
     config = SACConfig(hidden_sizes=(16, 16), reward_scale=0.5)
     agent = build(config)

@@ -65,6 +65,7 @@ def brax_reference(brax_env, keys, limit):
     return first, [np.stack(column) for column in zip(*rows)]
 
 
+@pytest.mark.slow
 def test_matches_brax_step_by_step_across_both_kinds_of_episode_end(pendulum, adapter_run):
     env, _ = pendulum
     keys, first, (obs, reward, terminated, truncated, final_obs) = adapter_run
@@ -79,6 +80,7 @@ def test_matches_brax_step_by_step_across_both_kinds_of_episode_end(pendulum, ad
     assert reward.dtype == np.float32 and terminated.dtype == truncated.dtype == np.bool_
 
 
+@pytest.mark.slow
 def test_time_limit_is_truncated_a_fall_terminated_with_their_final_observations(adapter_run):
     _, _, (obs, _, terminated, truncated, final_obs) = adapter_run
     assert np.flatnonzero(truncated).tolist() == [TRUNCATED_AT]
@@ -92,6 +94,7 @@ def test_time_limit_is_truncated_a_fall_terminated_with_their_final_observations
     np.testing.assert_array_equal(final_obs[running], obs[running])
 
 
+@pytest.mark.slow
 def test_every_episode_starts_from_its_own_random_state(adapter_run):
     _, first, (obs, *_) = adapter_run
     starts = [first, obs[TRUNCATED_AT], obs[TERMINATED_AT]]
@@ -132,6 +135,7 @@ def test_ppo_learns_to_balance_the_pendulum_by_name():
     assert_learns(jaxrl_async.train(config), 150.0, min_passing=2)
 
 
+@pytest.mark.slow
 def test_direct_is_brax_own_reset_and_plain_step():
     """`direct` (bench's suite-API baseline): brax's reset and step, one env, jitted. On
     the spring backend, whose step compiles and runs eagerly several times faster than

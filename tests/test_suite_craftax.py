@@ -64,6 +64,7 @@ def craftax_reference(craftax_env, params, keys):
     return first, [np.stack(column) for column in zip(*rows)]
 
 
+@pytest.mark.slow
 def test_matches_craftax_step_by_step_across_time_limits(classic):
     env, params, keys, first, (obs, reward, terminated, truncated, final_obs) = classic
     ref_first, (ref_obs, ref_reward, ref_done, ref_final) = craftax_reference(
@@ -77,6 +78,7 @@ def test_matches_craftax_step_by_step_across_time_limits(classic):
     assert terminated.dtype == truncated.dtype == np.bool_
 
 
+@pytest.mark.slow
 def test_time_limit_truncates_with_the_final_observation_and_a_fresh_world(classic):
     _, params, _, first, (obs, _, terminated, truncated, final_obs) = classic
     assert params.max_steps_in_episode == LIMIT
@@ -92,6 +94,7 @@ def test_time_limit_truncates_with_the_final_observation_and_a_fresh_world(class
 
 
 @pytest.mark.parametrize("timestep", [0, LIMIT - 1])
+@pytest.mark.slow
 def test_stepping_into_lava_terminates_even_on_the_last_step(classic, timestep):
     """No random policy dies in a few steps: a crafted state puts the player on lava
     (Craftax-Classic ends the game there), at the start or on the limit's last step."""
@@ -109,7 +112,7 @@ def test_stepping_into_lava_terminates_even_on_the_last_step(classic, timestep):
 
 @pytest.mark.parametrize("env_id", [
     "Craftax-Classic-Symbolic-v1",
-    "Craftax-Symbolic-v1",
+    pytest.param("Craftax-Symbolic-v1", marks=pytest.mark.slow),
     # The first use of a Pixels env turns Craftax's textures into a cache in its own
     # package directory (about a minute each); later uses read the cache. One of the two
     # Pixels envs (the same code path) keeps a fresh install's test run short.
@@ -123,6 +126,7 @@ def test_check_env(env_id):
     assert env_id in suites.adapter("craftax").ids()
 
 
+@pytest.mark.slow
 def test_direct_is_craftax_own_auto_resetting_env(classic):
     """`direct` (bench's suite-API baseline): Craftax's auto-reset env, one env, jitted."""
     env, params, keys, *_ = classic

@@ -96,6 +96,7 @@ def test_goal_terminates_time_limit_truncates_with_their_final_observations(empt
     np.testing.assert_array_equal(final_obs[running], obs[running])
 
 
+@pytest.mark.slow
 def test_every_episode_starts_from_its_own_random_state():
     env, params = suites.make("navix:Navix-Empty-Random-5x5-v0", max_steps=1)
     keys = jax.random.split(jax.random.key(0, impl="philox4x32"), 9)

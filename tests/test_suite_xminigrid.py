@@ -71,6 +71,7 @@ def assert_trees_equal(a, b):
     jax.tree.map(np.testing.assert_array_equal, a, b)
 
 
+@pytest.mark.slow
 def test_empty_random_matches_xminigrid_across_truncations_and_restarts():
     env, params = suites.make("xminigrid:MiniGrid-EmptyRandom-8x8", max_steps=4)
     assert params.max_steps == 4 and env.default_params is params

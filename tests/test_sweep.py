@@ -29,6 +29,7 @@ def swept(tmp_path_factory):
     return config, jaxrl_async.sweep(config, GRID, sweep_dir=sweep_dir)
 
 
+@pytest.mark.slow
 def test_a_grid_point_equals_the_single_run_with_its_values(swept):
     config, result = swept
     point = 3  # learning_rate 0.003, ent_coef 0.01
@@ -44,6 +45,7 @@ def test_a_grid_point_equals_the_single_run_with_its_values(swept):
                                    atol=1e-5, err_msg=key)
 
 
+@pytest.mark.slow
 def test_a_zero_learning_rate_leaves_the_parameters_and_a_large_one_moves_them(swept):
     from jaxrl_async.build import build_pipeline
     from jaxrl_async.pipeline import seed_keys
@@ -67,6 +69,7 @@ def test_a_zero_learning_rate_leaves_the_parameters_and_a_large_one_moves_them(s
     np.testing.assert_allclose(hparams["clip_eps"], config.agent.clip_eps)
 
 
+@pytest.mark.slow
 def test_the_table_and_the_point_files_agree_with_numpy(swept):
     config, result = swept
     sweep_dir = result.sweep_dir
@@ -104,6 +107,7 @@ def test_auc_is_the_mean_of_the_curve_over_env_steps():
     assert auc(records) == pytest.approx((20 * 200 + 30 * 100) / 300)
 
 
+@pytest.mark.slow
 def test_a_resumed_sweep_equals_the_uninterrupted_one(swept, tmp_path):
     config, reference = swept
     sweep_dir = tmp_path / "s"
@@ -151,6 +155,7 @@ def test_bad_sweeps_exit_2_before_anything_is_written(tmp_path, capsys, words, m
     assert not sweep_dir.exists()
 
 
+@pytest.mark.slow
 def test_cli_sweep_of_structural_and_numeric_values_off_policy(tmp_path, capsys):
     """DQN, two network sizes (two programs) x two learning rates (one program each)."""
     sweep_dir = tmp_path / "s"

@@ -110,6 +110,7 @@ def with_hparams(state, **values):
 
 
 @pytest.mark.parametrize("policy_noise,noise_clip", [(0.2, 0.5), (2.0, 0.1)])
+@pytest.mark.slow
 def test_critic_step_matches_the_numpy_twin_min_target(shared, policy_noise, noise_clip):
     """Priorities (mean |TD| over the twin critics), the weighted critic loss and the mean
     target against numpy: the target actor with clipped smoothing noise, the minimum of
@@ -141,6 +142,7 @@ def test_critic_step_matches_the_numpy_twin_min_target(shared, policy_noise, noi
 # --- delayed updates ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_actor_and_targets_move_exactly_every_policy_delay_critic_updates(shared):
     """policy_delay 3 over 10 updates: the critics move every update; the actor, its Adam
     state (step count and moments) and both targets only at updates 3, 6, 9. At those the
@@ -181,6 +183,7 @@ def test_actor_and_targets_move_exactly_every_policy_delay_critic_updates(shared
 # --- acting --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_acting_adds_clipped_gaussian_noise_and_greedy_is_noiseless(shared):
     spec = pendulum_spec()
     _, _, act, greedy, initial = shared

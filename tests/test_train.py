@@ -39,6 +39,7 @@ def test_ppo_solves_cartpole(prng="philox4x32"):
     assert np.all(first < 200), f"the first log point should be far from solved: {first}"
 
 
+@pytest.mark.slow
 def test_trains_custom_env_to_its_optimum(prng="threefry2x32"):
     """PPO on the MatchContext probe env (optimum 8): 7 of 8 seeds and the median reach 97%.
     The budget is twice the one at which seeds end too close to the threshold.
@@ -62,6 +63,7 @@ def _numpy(x):
     return np.asarray(x)
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_metrics_and_params(small_config):
     a = jaxrl_async.train(small_config)
     b = jaxrl_async.train(small_config)
@@ -76,6 +78,7 @@ def test_same_seed_gives_identical_metrics_and_params(small_config):
     assert not np.array_equal(a.metrics["loss"], other.metrics["loss"])
 
 
+@pytest.mark.slow
 def test_second_chunk_call_does_not_compile(small_config):
     from jaxrl_async.build import build_pipeline
 
@@ -99,6 +102,7 @@ def test_second_chunk_call_does_not_compile(small_config):
     assert int(state.updates) == 8
 
 
+@pytest.mark.slow
 def test_cli_train_writes_run_directory(cli, tmp_path):
     run_dir = tmp_path / "run"
     proc = cli("train", "ppo_cartpole", *SMALL, "train.progress=true", "--run-dir", str(run_dir),
