@@ -10,8 +10,7 @@ import jax.numpy as jnp
 from flax import struct
 
 
-@struct.dataclass
-class ParamQueue:
+class ParamQueue(struct.PyTreeNode):
     """The last L parameter versions, oldest first: the actor acts with the oldest, so it
     stays L learner updates behind; each tick pushes the newest and drops the oldest."""
 

@@ -37,8 +37,7 @@ class PipelineShape:
         return self.rollout_len * self.num_envs
 
 
-@struct.dataclass
-class PipelineState:
+class PipelineState(struct.PyTreeNode):
     learner: Any
     env_state: Any  # [B, ...] per env (split over the mesh)
     obs: jax.Array  # [B, ...] the observation each env shows now

@@ -18,8 +18,7 @@ from jax.flatten_util import ravel_pytree
 from jaxrl_async.errors import ConfigError
 
 
-@struct.dataclass
-class ActorCriticState:
+class ActorCriticState(struct.PyTreeNode):
     """The learner state of an actor-critic agent."""
 
     params: dict  # the ActorCritic's (memoryless: {"actor": ..., "critic": ...})

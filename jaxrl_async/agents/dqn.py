@@ -30,8 +30,7 @@ from jaxrl_async.networks import QNetwork
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 
-@struct.dataclass
-class DQNState:
+class DQNState(struct.PyTreeNode):
     params: dict  # the online network: what the actor uses
     target_params: dict
     opt_state: optax.OptState  # over the online parameters as one flat vector

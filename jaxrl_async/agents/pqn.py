@@ -65,8 +65,7 @@ from jaxrl_async.returns import q_lambda
 from jaxrl_async.types import Agent, BuildContext
 
 
-@struct.dataclass
-class PQNState:
+class PQNState(struct.PyTreeNode):
     """The learner state: one network, no target copy of it."""
 
     params: dict  # the Q-network's: what the actor acts with and the targets come from

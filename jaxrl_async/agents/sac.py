@@ -53,8 +53,7 @@ from jaxrl_async.networks import SquashedGaussianPolicy
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 
-@struct.dataclass
-class SACState:
+class SACState(struct.PyTreeNode):
     """The learner state. `params` is what the actor needs: the policy network's."""
 
     params: dict  # policy

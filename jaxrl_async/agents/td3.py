@@ -59,8 +59,7 @@ from jaxrl_async.networks import DeterministicPolicy, QEnsemble, QValue, ensembl
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 
-@struct.dataclass
-class TD3State:
+class TD3State(struct.PyTreeNode):
     """The learner state. `params` is what the actor needs: the policy network's."""
 
     params: dict  # the actor μ

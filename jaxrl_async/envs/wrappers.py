@@ -71,8 +71,7 @@ class MaskObservation(Wrapper):
         return self._mask(obs), state, reward, terminated, truncated, info
 
 
-@struct.dataclass
-class EpisodeStatsState:
+class EpisodeStatsState(struct.PyTreeNode):
     env_state: Any
     episode_return: jax.Array
     episode_length: jax.Array
@@ -131,8 +130,7 @@ class VecEnv(Wrapper):
         return None
 
 
-@struct.dataclass
-class NormState:
+class NormState(struct.PyTreeNode):
     env_state: Any
     mean: jax.Array
     var: jax.Array

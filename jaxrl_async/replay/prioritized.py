@@ -42,8 +42,7 @@ MAX_LEAF = 2.0**100  # p^α cap: 2^27 leaves of it still sum below float32's 2^1
 SAMPLERS = ("tree", "cumsum")
 
 
-@struct.dataclass
-class PrioritizedState:
+class PrioritizedState(struct.PyTreeNode):
     ring: ring.RingState  # the items; filled slots are [0, ring.size)
     tree: sum_tree.SumTree  # p^α of every slot (0 when empty), over capacity padded to 2^k
     max_priority: jax.Array  # float32 [] the largest priority seen; new items get it

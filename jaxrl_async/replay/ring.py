@@ -25,8 +25,7 @@ from flax import struct
 from jaxrl_async.types import Sample
 
 
-@struct.dataclass
-class RingState:
+class RingState(struct.PyTreeNode):
     items: Any  # pytree of [capacity, ...] arrays, in the example item's structure
     position: jax.Array  # int32 [] the slot the next item goes to
     size: jax.Array  # int32 [] filled slots, at most capacity; they are [0, size)

@@ -32,8 +32,7 @@ from flax import struct
 BITS = 4  # binary levels per stored level: rows of 16 float32, one 64-byte cache line
 
 
-@struct.dataclass
-class SumTree:
+class SumTree(struct.PyTreeNode):
     leaves: jax.Array  # float32 [2^depth] the masses
     sums: tuple  # float32 [2^b0], [2^(b0+bits)], ...: stored levels above the leaves, top first
     mins: tuple  # like sums: the smallest positive leaf below each stored node, +inf if none

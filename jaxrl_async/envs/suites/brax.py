@@ -26,13 +26,11 @@ with contextlib.redirect_stdout(io.StringIO()):
     from brax import envs as brax_envs
 
 
-@struct.dataclass
-class BraxParams:
+class BraxParams(struct.PyTreeNode):
     max_steps_in_episode: int = 1000  # the time limit (a leaf: evaluation reads it too)
 
 
-@struct.dataclass
-class BraxState:
+class BraxState(struct.PyTreeNode):
     env_state: Any  # brax.envs.State
     t: jax.Array  # steps taken in this episode
 

@@ -31,8 +31,7 @@ IDS = [
 _NEVER = jnp.iinfo(jnp.int32).max  # a time limit no episode reaches
 
 
-@struct.dataclass
-class CraftaxParams:
+class CraftaxParams(struct.PyTreeNode):
     suite: Any  # craftax's EnvParams
 
     @property

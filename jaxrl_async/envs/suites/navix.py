@@ -26,8 +26,7 @@ _FUNCTION_KWARGS = {
 }
 
 
-@struct.dataclass
-class NavixParams:
+class NavixParams(struct.PyTreeNode):
     # navix's own time limit (the `max_steps` kwarg), for evaluation to read; not a leaf,
     # because navix fixes it when the env is built.
     max_steps_in_episode: int = struct.field(pytree_node=False, default=100)
