@@ -7,10 +7,13 @@ import json
 import math
 import statistics
 
+import pytest
+
 from jaxrl_async.tools import bench
 from jaxrl_async.tools.profile import overlap_bound
 
 
+@pytest.mark.slow
 def test_bench_smoke_writes_positive_sps(tmp_path, capsys):
     out = tmp_path / "bench.json"
     code = bench.main(["--envs", "4", "--repeats", "1", "--seconds", "0.05", "--updates", "1",
@@ -40,6 +43,7 @@ def test_scheduler_flag_rewrite():
     assert bench.scheduler_setting("") is None
 
 
+@pytest.mark.slow
 def test_bench_env_measures_the_env_alone(tmp_path):
     """`--env NAME` adds the env stepped alone under random actions to each row."""
     out = tmp_path / "bench.json"
@@ -54,6 +58,7 @@ def test_bench_env_measures_the_env_alone(tmp_path):
     assert "direct" not in result["results"][0]  # a gymnax id has no suite API to compare
 
 
+@pytest.mark.slow
 def test_profile_times_every_phase_of_an_on_and_an_off_policy_config(tmp_path, capsys):
     """`--profile`: per config one row whose phases were each timed (positive, finite) and
     whose shares are those phases' medians over the tick's; PPO's returns are its

@@ -13,6 +13,7 @@ bc = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bc)
 
 
+@pytest.mark.slow
 def test_a_measurement_times_init_and_chunk():
     seconds = bc.measure("ppo_cartpole", {"xla_backend_optimization_level": 1,
                                           "init": {"xla_backend_optimization_level": 0}}, [

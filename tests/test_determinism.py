@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 import jaxrl_async
 from jaxrl_async.pipeline import DETERMINISTIC_OPTIONS
@@ -19,6 +20,7 @@ def _bits(tree):
     return leaves
 
 
+@pytest.mark.slow
 def test_deterministic_mode_on_cpu_changes_no_bit():
     """On CPU XLA is deterministic already: the mode must not change the numbers, and a
     deterministic run repeats itself bit for bit (the whole state: params, optimizer,

@@ -190,6 +190,7 @@ def test_ppo_style_gae_matches_truncation_aware_reference(seed):
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_ppo_learn_bootstraps_truncated_steps_from_final_observation():
     """End to end: rollout with auto-reset, then PPO's learn; advantages read from its metrics.
 

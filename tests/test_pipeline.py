@@ -63,6 +63,7 @@ def test_actor_does_not_read_the_learner_within_a_tick(lag):
 
 
 @pytest.mark.parametrize("lag", [1, 2])
+@pytest.mark.slow
 def test_data_is_exactly_lag_updates_old(lag):
     _, pipeline, state = _build(lag=lag)
     final, metrics = jax.jit(pipeline.chunk(6))(state)
@@ -78,6 +79,7 @@ def test_data_is_exactly_lag_updates_old(lag):
         np.testing.assert_array_equal(np.asarray(queued[-1]), np.asarray(current))
 
 
+@pytest.mark.slow
 def test_max_staleness_skips_stale_updates():
     _, pipeline, state = _build(lag=1, max_staleness=0)
     final, metrics = jax.jit(pipeline.chunk(6))(state)
@@ -87,6 +89,7 @@ def test_max_staleness_skips_stale_updates():
     assert int(final.updates) == 3
 
 
+@pytest.mark.slow
 def test_init_compiled_for_compile_time_computes_what_a_plain_jit_computes():
     """The trainer compiles init with `compile_init`'s options (on CPU XLA's older fusion
     emitters, optimisation level 0): its state is the plain jit's, integers exactly and

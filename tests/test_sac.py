@@ -181,6 +181,7 @@ def test_priorities_are_the_abs_td_errors_of_the_step():
     assert priorities.shape == (32,)
 
 
+@pytest.mark.slow
 def test_learn_fits_the_critic_to_its_targets_on_a_fixed_batch():
     agent = build()
     state = agent.init(jax.random.key(0))
@@ -194,6 +195,7 @@ def test_learn_fits_the_critic_to_its_targets_on_a_fixed_batch():
     assert np.all(np.isfinite(losses))
 
 
+@pytest.mark.slow
 def test_zero_importance_weight_removes_a_samples_critic_gradient():
     """Sample 3's reward only enters the critic loss; at weight 0 it changes no parameter."""
     agent = build()

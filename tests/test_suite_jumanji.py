@@ -270,9 +270,9 @@ def test_sokoban_offline_is_a_one_line_user_error(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("env_id, kwargs, action, suite_action", [
     ("Snake-v1", {"num_rows": 6, "num_cols": 6}, RIGHT, RIGHT),
-    # joint index 13 of (4 rotations, 10 columns); Tetris's step is slow to compile
-    pytest.param("Tetris-v0", {}, 13, [1, 3], marks=pytest.mark.slow),
+    ("Tetris-v0", {}, 13, [1, 3]),  # joint index 13 of (4 rotations, 10 columns)
 ])
+@pytest.mark.slow
 def test_direct_is_the_suites_own_reset_and_step(env_id, kwargs, action, suite_action):
     """`direct` (bench's adapter-overhead baseline): jumanji's reset and the step of its
     own AutoResetWrapper for one env under jit, our joint action split into jumanji's."""
