@@ -1,0 +1,241 @@
+"""Gymnasium vector envs by name, stepped on the host: `gymnasium:<id>` and
+`gymnasium:<module>:<id>`.
+
+`make_gymnasium(name, num_envs, **kwargs)` builds `gymnasium.make_vec(id, num_envs,
+vectorization_mode, **kwargs)` (`kwargs` are the config's `env.kwargs`, passed to the
+env) and wraps it in `GymnasiumVecEnv`, a `HostEnv`. With a module, it is imported first
+so that its `gymnasium.register` calls run: a user's own `gymnasium.Env`. The `gymnasium:`
+prefix is what tells a host env apart from a JAX env's `module.path:factory`.
+
+Both of Gymnasium's autoreset modes give the same `HostStep`s:
+
+- same-step (`AutoresetMode.SAME_STEP`): an env whose episode ends resets within the
+  step; the last observation arrives in `info["final_obs"]` (where `info["_final_obs"]`)
+  and becomes `final_obs`;
+- next-step (`AutoresetMode.NEXT_STEP`, Gymnasium's default and that of vectorised
+  envs such as CartPole's): the ending step returns the last observation, and the next
+  step only resets that env, ignoring its action: that step is marked not `valid`, with
+  reward 0.
+
+The mode is read from the vector env's `metadata["autoreset_mode"]`. Sync and async
+vector envs take the mode asked for (same-step unless told otherwise: no step is lost to
+a reset); a vector entry point (CartPole's, ale-py's) keeps its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from jaxrl_async.errors import ConfigError, EnvSpecError, building_env, first_line
+from jaxrl_async.host.episodes import episodes_init, episodes_update
+from jaxrl_async.host.host_env import HostStep
+from jaxrl_async.host.spaces import HostSpaces, map_spaces
+
+PREFIX = "gymnasium"
+_MODES = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP}
+# make_vec's own arguments: an env kwarg of one of these names would be taken by it.
+_RESERVED = frozenset({"id", "num_envs", "vectorization_mode", "vector_kwargs", "wrappers"})
+
+
+def parse_name(name: str) -> tuple[str | None, str]:
+    """(module or None, Gymnasium id) of `gymnasium:<id>` or `gymnasium:<module>:<id>`."""
+    prefix, _, rest = name.partition(":")
+    parts = rest.split(":")
+    if prefix != PREFIX or not all(parts) or len(parts) > 2:
+        raise ConfigError(
+            f"env.name={name!r}: expected {PREFIX}:<id> or {PREFIX}:<module>:<id> "
+            f"(gymnasium:CartPole-v1, gymnasium:my_envs:Corridor-v0)"
+        )
+    return (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+
+
+def _import_module(name: str, module: str) -> None:
+    cwd = os.getcwd()
+    if cwd not in sys.path:  # `jaxrl-async` (unlike `python -m`) does not put it there
+        sys.path.append(cwd)
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001  (any error while importing the user's module)
+        raise ConfigError(
+            f"env.name={name!r}: cannot import {module!r}: {type(e).__name__}: {first_line(e)}"
+        ) from None
+
+
+def _find_id(name: str, module: str | None, env_id: str):
+    """The id's Gymnasium EnvSpec, or a one-line ConfigError."""
+    try:
+        return gymnasium.spec(env_id)
+    except gymnasium.error.Error as e:
+        hint = "" if module else f" (name the module that registers it: {PREFIX}:<module>:<id>)"
+        raise ConfigError(f"env.name={name!r}: {first_line(e)}{hint}") from None
+
+
+def autoreset_mode_of(value: AutoresetMode | str) -> AutoresetMode:
+    """An AutoresetMode from itself, its value ("SameStep") or its name ("same_step")."""
+    if isinstance(value, AutoresetMode):
+        mode = value
+    else:
+        mode = _MODES.get(str(value).lower()) or next(
+            (m for m in AutoresetMode if m.value == value), AutoresetMode.DISABLED
+        )
+    if mode not in _MODES.values():
+        raise ConfigError(f"autoreset_mode must be one of {sorted(_MODES)}, got {value!r}")
+    return mode
+
+
+def make_gymnasium(
+    name: str,
+    num_envs: int,
+    *,
+    vectorization_mode: str | None = None,
+    autoreset_mode: AutoresetMode | str | None = None,
+    **kwargs: Any,
+) -> GymnasiumVecEnv:
+    """`num_envs` copies of the env `name` (`gymnasium:[<module>:]<id>`) with `kwargs`.
+
+    vectorization_mode: make_vec's ("sync", "async", "vector_entry_point"); None takes the
+        id's vector entry point where it has one, else sync.
+    autoreset_mode: for sync and async (same-step when None); a vector entry point must
+        already reset that way.
+
+    Unknown ids, modules that do not import, rejected kwargs and spaces that cannot be
+    mapped are one-line ConfigErrors (EnvSpecError for a space).
+    """
+    if num_envs < 1:
+        raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
+    module, env_id = parse_name(name)
+    if module is not None:
+        _import_module(name, module)
+    gym_spec = _find_id(name, module, env_id)
+    reserved = sorted(_RESERVED & set(kwargs))
+    if reserved:
+        raise ConfigError(f"env.kwargs {reserved} of {name} are make_vec's own arguments")
+    wanted = None if autoreset_mode is None else autoreset_mode_of(autoreset_mode)
+    chosen = vectorization_mode or ("vector_entry_point" if gym_spec.vector_entry_point else "sync")
+    vector_kwargs = {}
+    if chosen != "vector_entry_point":
+        vector_kwargs["autoreset_mode"] = wanted or AutoresetMode.SAME_STEP
+    with building_env(repr(name), kwargs):
+        env = gymnasium.make_vec(
+            env_id, num_envs, vectorization_mode=chosen, vector_kwargs=vector_kwargs, **kwargs
+        )
+    try:
+        mode = _mode_of(name, env, wanted)
+        host_spaces = map_spaces(name, env.single_observation_space, env.single_action_space)
+    except Exception:
+        env.close()
+        raise
+    return GymnasiumVecEnv(name, env, host_spaces, mode)
+
+
+def _mode_of(name: str, env: VectorEnv, wanted: AutoresetMode | None) -> AutoresetMode:
+    found = env.metadata.get("autoreset_mode")
+    try:
+        mode = autoreset_mode_of(found) if found is not None else None
+    except ConfigError:
+        mode = None
+    if mode is None:
+        raise EnvSpecError(
+            f"env {name}: its vector env's autoreset mode is {found!r}; "
+            f"supported: {AutoresetMode.NEXT_STEP.value}, {AutoresetMode.SAME_STEP.value}"
+        )
+    if wanted is not None and mode != wanted:
+        raise ConfigError(
+            f"env {name}: its vector env resets in mode {mode.value}, not {wanted.value} "
+            f"(a vector entry point keeps its own; vectorization_mode=sync takes either)"
+        )
+    return mode
+
+
+def _env_entry(batch, i: int):
+    """Env i's observation of a batch (an array, a dict of arrays or an object array)."""
+    return {k: v[i] for k, v in batch.items()} if isinstance(batch, dict) else batch[i]
+
+
+def _with_final(raw_obs, info: dict) -> Any:
+    """The observation batch before any reset: `raw_obs` with `info["final_obs"]` put in
+    where `info["_final_obs"]` (same-step autoreset)."""
+    mask = info.get("_final_obs")
+    if mask is None or not np.any(mask):
+        return raw_obs
+    finals = info["final_obs"]
+    if isinstance(raw_obs, dict):
+        out = {k: np.array(v) for k, v in raw_obs.items()}
+        for i in np.flatnonzero(mask):
+            for k, v in _env_entry(finals, int(i)).items():
+                out[k][i] = v
+        return out
+    array = np.array(raw_obs)
+    for i in np.flatnonzero(mask):
+        array[i] = _env_entry(finals, int(i))
+    return array
+
+
+class GymnasiumVecEnv:
+    """A Gymnasium vector env as a `HostEnv`: observations and actions as `spec` says,
+    every step a `HostStep` with exact episode semantics in either autoreset mode."""
+
+    def __init__(self, name: str, env: VectorEnv, spaces: HostSpaces, mode: AutoresetMode):
+        self.name, self.env, self.autoreset_mode = name, env, mode
+        self.num_envs: int = env.num_envs
+        self.spec = spaces.spec
+        self._spaces = spaces
+        self._totals = episodes_init(self.num_envs)
+        # next-step autoreset: the envs whose next step only resets them.
+        self._resetting = np.zeros(self.num_envs, bool)
+
+    def reset(self, seed: int) -> Any:
+        """Reset every env, env i from `seed` + i (Gymnasium's rule for sync and async;
+        a vector entry point seeds itself from `seed`): the same seed, the same episodes."""
+        raw_obs, _ = self.env.reset(seed=seed)
+        self._totals = episodes_init(self.num_envs)
+        self._resetting = np.zeros(self.num_envs, bool)
+        return self._spaces.observe(raw_obs)
+
+    def step(self, actions: np.ndarray) -> HostStep:
+        actions = np.asarray(actions)
+        expected = (self.num_envs, *self.spec.action_shape)
+        if actions.shape != expected:
+            raise ValueError(f"env {self.name}: actions of shape {actions.shape}, need {expected}")
+        raw_obs, reward, terminated, truncated, info = self.env.step(self._spaces.act(actions))
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            valid, raw_final = ~self._resetting, raw_obs
+        else:
+            valid, raw_final = np.ones(self.num_envs, bool), _with_final(raw_obs, info)
+        terminated = np.asarray(terminated, bool) & valid
+        truncated = np.asarray(truncated, bool) & valid
+        done = terminated | truncated
+        self._resetting = done
+        # The env's own reward, summed in float64: a raw score, before any cast.
+        raw_reward = np.where(valid, np.asarray(reward, np.float64), 0.0)
+        self._totals, ended_return, ended_length = episodes_update(
+            self._totals, raw_reward, done, valid
+        )
+        obs = self._spaces.observe(raw_obs)
+        final_obs = obs if raw_final is raw_obs else self._spaces.observe(raw_final)
+        return HostStep(
+            obs=obs,
+            reward=raw_reward.astype(np.float32),
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+            valid=valid,
+            episode_return=ended_return,
+            episode_length=ended_length,
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __enter__(self) -> GymnasiumVecEnv:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
