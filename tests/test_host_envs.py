@@ -393,6 +393,7 @@ def test_bad_kwargs_and_modes_are_refused_in_one_line():
         ({"vector_kwargs": {}}, "make_vec's own"),
         ({"autoreset_mode": "same_step"}, "resets in mode NextStep"),
         ({"autoreset_mode": "disabled"}, "autoreset_mode must be"),
+        ({"vectorization_mode": "threads"}, "vectorization_mode must be"),
     ):
         with pytest.raises(ConfigError, match=match) as raised:
             make_gymnasium("gymnasium:CartPole-v1", 2, **kwargs)

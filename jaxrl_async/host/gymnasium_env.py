@@ -19,7 +19,7 @@ Both of Gymnasium's autoreset modes give the same `HostStep`s:
 
 The mode is read from the vector env's `metadata["autoreset_mode"]`. Sync and async
 vector envs take the mode asked for (same-step unless told otherwise: no step is lost to
-a reset); a vector entry point (CartPole's, ale-py's) keeps its own.
+a reset); a vector entry point (CartPole's, for one) keeps its own.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from jaxrl_async.host.host_env import HostStep
 from jaxrl_async.host.spaces import HostSpaces, map_spaces
 
 PREFIX = "gymnasium"
+_VECTORIZATION = ("sync", "async", "vector_entry_point")
 _MODES = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP}
 # make_vec's own arguments: an env kwarg of one of these names would be taken by it.
 _RESERVED = frozenset({"id", "num_envs", "vectorization_mode", "vector_kwargs", "wrappers"})
@@ -110,6 +111,10 @@ def make_gymnasium(
     """
     if num_envs < 1:
         raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
+    if vectorization_mode not in (None, *_VECTORIZATION):
+        raise ConfigError(
+            f"vectorization_mode must be one of {list(_VECTORIZATION)}, got {vectorization_mode!r}"
+        )
     module, env_id = parse_name(name)
     if module is not None:
         _import_module(name, module)
