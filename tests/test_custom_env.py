@@ -55,6 +55,7 @@ def test_module_factory_with_kwargs_and_a_class_factory(factory_module):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_registered_env_trains_from_its_name(monkeypatch):
     monkeypatch.setattr(envs, "_REGISTERED", {})
     import gymnax

@@ -182,6 +182,7 @@ def _numpy(x):
     return np.asarray(x)
 
 
+@pytest.mark.slow
 def test_periodic_eval_logs_at_its_points_and_leaves_training_unchanged(eval_run):
     plain = jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", SMALL))
     m = eval_run.metrics
@@ -212,6 +213,7 @@ def test_periodic_eval_logs_at_its_points_and_leaves_training_unchanged(eval_run
     assert summary["eval_return_mean"] == m["eval_return_mean"][-1]
 
 
+@pytest.mark.slow
 def test_eval_cli_repeats_the_runs_final_evaluation(eval_run, cli):
     run_dir = eval_run.run_dir
     out = cli("eval", str(run_dir))

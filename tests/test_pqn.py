@@ -183,6 +183,7 @@ def test_cli_bad_pqn_value_exits_2_with_one_line(tmp_path):
     assert not any(tmp_path.iterdir()), "nothing may be written"
 
 
+@pytest.mark.slow
 def test_lag_1_run_learns_on_stale_data_and_follows_the_epsilon_schedule():
     """PQN_LAG1, the run test_resume resumes and test_multidevice splits over devices."""
     config = jaxrl_async.load_config("pqn_cartpole", PQN_LAG1)

@@ -25,6 +25,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.slow
 def test_chunk_copies_no_replay_array(case):
     name, overrides = CASES[case]
     config = jaxrl_async.load_config(name, overrides + [f"replay.capacity={CAPACITY}",

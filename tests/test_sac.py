@@ -215,6 +215,7 @@ def test_zero_importance_weight_removes_a_samples_critic_gradient():
 
 
 @pytest.mark.parametrize("target_entropy,direction", [(5.0, 1), (-5.0, -1)])
+@pytest.mark.slow
 def test_temperature_rises_below_target_entropy_and_falls_above(target_entropy, direction):
     agent = build(SACConfig(hidden_sizes=(16, 16), target_entropy=target_entropy))
     state = agent.init(jax.random.key(0))
@@ -224,6 +225,7 @@ def test_temperature_rises_below_target_entropy_and_falls_above(target_entropy, 
     assert np.sign(float(new.log_alpha - state.log_alpha)) == direction
 
 
+@pytest.mark.slow
 def test_target_critics_track_the_critics_by_polyak_averaging():
     config = SACConfig(hidden_sizes=(16, 16), tau=0.25)
     agent = build(config)

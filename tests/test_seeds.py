@@ -34,6 +34,7 @@ def three_seeds():
 
 
 @pytest.mark.parametrize("k", [0, 2])
+@pytest.mark.slow
 def test_seed_k_equals_a_single_run_with_that_seed(three_seeds, k):
     """Equal up to float rounding (vmapped matmuls may associate differently)."""
     single = jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", TINY[:-1] + [
@@ -45,6 +46,7 @@ def test_seed_k_equals_a_single_run_with_that_seed(three_seeds, k):
                                single.metrics["episode_return"], rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_metrics_per_seed_and_their_mean(three_seeds):
     m, summary = three_seeds.metrics, three_seeds.summary
     per_seed = np.stack([m[f"episode_return/seed{k}"] for k in range(3)])
