@@ -13,8 +13,9 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".pytest_cache" / 
 # core count must compile the same programs (jaxrl_async gives a CPU one device per core
 # by default, `_xla_flags`; tests/test_xla_flags.py checks that default).
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_force_host_platform_device_count=1").strip()
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=1"
+    ).strip()
 
 import jaxrl_async  # noqa: E402,F401  (applies the project's XLA flags before JAX starts)
 from tests.helpers.cli import run_cli  # noqa: E402
@@ -31,14 +32,37 @@ def cli():
 # the two workers side by side. test_multidevice comes before test_distributed, whose
 # one-process references load test_multidevice's programs from the compile cache (same
 # configs, same forced devices) when it has finished them.
-LONG_FIRST = ("test_multidevice.py", "test_split_placement.py", "test_memory.py",
-              "test_resume.py", "test_r2d2.py", "test_dqn.py", "test_checkpoint.py",
-              "test_train.py", "test_distributed.py", "test_notebook.py", "test_td3.py",
-              "test_sac.py", "test_suite_craftax.py", "test_suite_jumanji.py", "test_pipeline.py",
-              "test_suite_brax.py", "test_sweep.py", "test_envs.py", "test_suite_navix.py",
-              "test_replay_prioritized.py", "test_impala.py", "test_suite_xminigrid.py",
-              "test_eval.py", "test_pqn.py", "test_results.py", "test_config_cli.py",
-              "test_custom_env.py", "test_seeds.py", "test_obs_structures.py")
+LONG_FIRST = (
+    "test_multidevice.py",
+    "test_split_placement.py",
+    "test_memory.py",
+    "test_resume.py",
+    "test_r2d2.py",
+    "test_dqn.py",
+    "test_checkpoint.py",
+    "test_train.py",
+    "test_distributed.py",
+    "test_notebook.py",
+    "test_td3.py",
+    "test_sac.py",
+    "test_suite_craftax.py",
+    "test_suite_jumanji.py",
+    "test_pipeline.py",
+    "test_suite_brax.py",
+    "test_sweep.py",
+    "test_envs.py",
+    "test_suite_navix.py",
+    "test_replay_prioritized.py",
+    "test_impala.py",
+    "test_suite_xminigrid.py",
+    "test_eval.py",
+    "test_pqn.py",
+    "test_results.py",
+    "test_config_cli.py",
+    "test_custom_env.py",
+    "test_seeds.py",
+    "test_obs_structures.py",
+)
 
 
 def pytest_configure(config):

@@ -16,9 +16,25 @@ from jaxrl_async.tools.profile import overlap_bound
 @pytest.mark.slow
 def test_bench_smoke_writes_positive_sps(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    code = bench.main(["--envs", "4", "--repeats", "1", "--seconds", "0.05", "--updates", "1",
-                       "--set", "agent.hidden_sizes=[8]", "--set", "pipeline.rollout_len=16",
-                       "--compile-cache", "--json", str(out)])
+    code = bench.main(
+        [
+            "--envs",
+            "4",
+            "--repeats",
+            "1",
+            "--seconds",
+            "0.05",
+            "--updates",
+            "1",
+            "--set",
+            "agent.hidden_sizes=[8]",
+            "--set",
+            "pipeline.rollout_len=16",
+            "--compile-cache",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     result = json.loads(out.read_text())
     (row,) = result["results"]
@@ -47,9 +63,27 @@ def test_scheduler_flag_rewrite():
 def test_bench_env_measures_the_env_alone(tmp_path):
     """`--env NAME` adds the env stepped alone under random actions to each row."""
     out = tmp_path / "bench.json"
-    code = bench.main(["--envs", "4", "--repeats", "1", "--seconds", "0.05", "--updates", "1",
-                       "--env", "Acrobot-v1", "--set", "agent.hidden_sizes=[8]",
-                       "--set", "pipeline.rollout_len=16", "--compile-cache", "--json", str(out)])
+    code = bench.main(
+        [
+            "--envs",
+            "4",
+            "--repeats",
+            "1",
+            "--seconds",
+            "0.05",
+            "--updates",
+            "1",
+            "--env",
+            "Acrobot-v1",
+            "--set",
+            "agent.hidden_sizes=[8]",
+            "--set",
+            "pipeline.rollout_len=16",
+            "--compile-cache",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     result = json.loads(out.read_text())
     assert result["settings"]["env"] == "Acrobot-v1"
@@ -64,11 +98,32 @@ def test_profile_times_every_phase_of_an_on_and_an_off_policy_config(tmp_path, c
     whose shares are those phases' medians over the tick's; PPO's returns are its
     targets, DQN's the store."""
     out = tmp_path / "profile.json"
-    code = bench.main(["--profile", "--config", "ppo_cartpole,dqn_cartpole", "--envs", "4",
-                       "--repeats", "2", "--seconds", "0.05", "--compile-cache",
-                       "--set", "agent.hidden_sizes=[8]", "--set", "pipeline.rollout_len=8",
-                       "--set", "replay.learning_starts=64", "--set", "replay.capacity=1024",
-                       "--set", "replay.batch_size=16", "--json", str(out)])
+    code = bench.main(
+        [
+            "--profile",
+            "--config",
+            "ppo_cartpole,dqn_cartpole",
+            "--envs",
+            "4",
+            "--repeats",
+            "2",
+            "--seconds",
+            "0.05",
+            "--compile-cache",
+            "--set",
+            "agent.hidden_sizes=[8]",
+            "--set",
+            "pipeline.rollout_len=8",
+            "--set",
+            "replay.learning_starts=64",
+            "--set",
+            "replay.capacity=1024",
+            "--set",
+            "replay.batch_size=16",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     rows = json.loads(out.read_text())["profile"]
     assert [r["config"] for r in rows] == ["ppo_cartpole", "dqn_cartpole"]
@@ -80,8 +135,11 @@ def test_profile_times_every_phase_of_an_on_and_an_off_policy_config(tmp_path, c
             assert len(times) == 2 and all(math.isfinite(t) and t > 0 for t in times)
         # each share is its phase's median over the tick's (update: learn less returns)
         med = {k: statistics.median(v) for k, v in r["seconds_per_tick"].items()}
-        expected = {"rollout": med["rollout"], "returns": med["returns"],
-                    "update": med["learn"] - med["returns"]}
+        expected = {
+            "rollout": med["rollout"],
+            "returns": med["returns"],
+            "update": med["learn"] - med["returns"],
+        }
         for phase, seconds in expected.items():
             assert math.isclose(r["shares"][phase], seconds / med["tick"]), phase
         bound = overlap_bound(med["tick"], med["rollout"], med["learn"])

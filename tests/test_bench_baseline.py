@@ -48,8 +48,14 @@ def test_gae_matches_a_python_loop():
             delta = rewards[t, b] + gamma * nonterminal * next_value - values[t, b]
             adv = delta + gamma * lam * nonterminal * adv
             expected[t, b] = adv
-    got = bb.gae(jnp.asarray(values, jnp.float32), jnp.asarray(rewards, jnp.float32),
-                 jnp.asarray(dones), jnp.asarray(last, jnp.float32), gamma, lam)
+    got = bb.gae(
+        jnp.asarray(values, jnp.float32),
+        jnp.asarray(rewards, jnp.float32),
+        jnp.asarray(dones),
+        jnp.asarray(last, jnp.float32),
+        gamma,
+        lam,
+    )
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -88,8 +94,9 @@ def test_final_return_takes_the_chunks_ending_after_90_percent():
 
 
 def test_ppo_baseline_runs():
-    train, per_update = bb.make_ppo(256, num_envs=2, num_steps=8, hidden=(8,), epochs=2,
-                                    minibatches=2)
+    train, per_update = bb.make_ppo(
+        256, num_envs=2, num_steps=8, hidden=(8,), epochs=2, minibatches=2
+    )
     assert per_update == 16
     out = run(train)
     assert out["ret_sum"].shape == out["episodes"].shape == (16,)
@@ -98,8 +105,16 @@ def test_ppo_baseline_runs():
 
 
 def test_dqn_baseline_runs_and_learns_only_after_learning_starts():
-    train, per_tick = bb.make_dqn(200, num_envs=2, steps_per_tick=5, updates_per_tick=3,
-                                  batch_size=8, hidden=(8,), learning_starts=50, capacity=64)
+    train, per_tick = bb.make_dqn(
+        200,
+        num_envs=2,
+        steps_per_tick=5,
+        updates_per_tick=3,
+        batch_size=8,
+        hidden=(8,),
+        learning_starts=50,
+        capacity=64,
+    )
     assert per_tick == 10
     out = run(train)
     assert out["ret_sum"].shape == (20,) and all_finite(out)
@@ -109,8 +124,7 @@ def test_dqn_baseline_runs_and_learns_only_after_learning_starts():
 
 
 def test_sac_baseline_runs_and_acts_within_the_bounds():
-    train, per_step = bb.make_sac(60, hidden=(8,), batch_size=8, learning_starts=20,
-                                  capacity=64)
+    train, per_step = bb.make_sac(60, hidden=(8,), batch_size=8, learning_starts=20, capacity=64)
     assert per_step == 1
     out = run(train)
     assert out["ret_sum"].shape == (60,) and all_finite(out)

@@ -16,6 +16,7 @@ from tests.helpers.cli import run_cli_in_process
 from tests.helpers.configs import PPO_SMALL as SMALL
 from tests.helpers.resume import assert_same_records, assert_same_state, records
 
+
 def _fresh_state(config):
     from jaxrl_async.build import build_pipeline
 
@@ -40,8 +41,9 @@ def test_save_restore_round_trip_keeps_keys_ints_and_shardings(tmp_path):
     saver.close()
 
     # Into the abstract layout of a freshly built state (what resume uses) ...
-    restored, meta = ckpt.restore(tmp_path, {"state": abstract, "calls": 0, "rate": 0.0,
-                                             "nothing": None})
+    restored, meta = ckpt.restore(
+        tmp_path, {"state": abstract, "calls": 0, "rate": 0.0, "nothing": None}
+    )
     assert meta == {"note": "hello"}
     assert restored["calls"] == 7 and type(restored["calls"]) is int
     assert restored["rate"] == 0.5 and restored["nothing"] is None
@@ -80,8 +82,10 @@ def _flip_a_byte_of_the_largest_array_file(checkpoint):
 
 
 def test_flipped_array_bytes_fail_the_checksum(tmp_path):
-    tree = {"weights": np.random.default_rng(0).standard_normal((256, 256), np.float32),
-            "step": np.int32(3)}
+    tree = {
+        "weights": np.random.default_rng(0).standard_normal((256, 256), np.float32),
+        "step": np.int32(3),
+    }
     saver = ckpt.Checkpointer(tmp_path)
     saver.save(1, tree, {})
     saver.close()
@@ -107,8 +111,10 @@ def test_extending_a_finished_run_equals_the_longer_run(tmp_path):
     """With nothing that depends on the run's length (no LR annealing), a finished 4096-step
     run extended to 8192 is the 8192-step run: both use host calls of 8 ticks."""
     overrides = SMALL + ["agent.anneal_lr=false"]
-    longer = jaxrl_async.train(jaxrl_async.load_config(
-        "ppo_cartpole", overrides + ["train.total_steps=8192"]), run_dir=tmp_path / "longer")
+    longer = jaxrl_async.train(
+        jaxrl_async.load_config("ppo_cartpole", overrides + ["train.total_steps=8192"]),
+        run_dir=tmp_path / "longer",
+    )
     run_dir = tmp_path / "run"
     jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", overrides), run_dir=run_dir)
     with pytest.raises(UserError, match="nothing to resume"):
@@ -126,14 +132,14 @@ def test_resume_refuses_changes_outside_the_resumable_keys(tmp_path):
     run_dir = tmp_path / "run"
     jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", SMALL), run_dir=run_dir)
     before = (run_dir / "metrics.jsonl").read_text()
-    with pytest.raises(ConfigError, match="cannot change agent.learning_rate when resuming"):
+    with pytest.raises(ConfigError, match=r"cannot change agent.learning_rate when resuming"):
         jaxrl_async.resume(run_dir, ["agent.learning_rate=0.1"])
     # A hand-edited config.yaml that changes the state's shapes is caught the same way.
     config_yaml = run_dir / "config.yaml"
     text = config_yaml.read_text()
     at = text.index("hidden_sizes:")
     config_yaml.write_text(text[:at] + text[at:].replace("- 16\n", "- 32\n", 1))
-    with pytest.raises(ConfigError, match="cannot change agent.hidden_sizes") as info:
+    with pytest.raises(ConfigError, match=r"cannot change agent.hidden_sizes") as info:
         jaxrl_async.resume(run_dir, ["train.total_steps=8192"])
     assert "\n" not in str(info.value)
     assert (run_dir / "metrics.jsonl").read_text() == before
@@ -143,8 +149,9 @@ def test_resume_refuses_changes_outside_the_resumable_keys(tmp_path):
 def test_periodic_checkpoints_round_to_host_calls_and_keep_the_last_n(tmp_path):
     run_dir = tmp_path / "run"
     # No LR annealing: the run and its extension are test_extending's one program.
-    config = jaxrl_async.load_config("ppo_cartpole", SMALL + ["checkpoint.every=1500",
-                                                              "agent.anneal_lr=false"])
+    config = jaxrl_async.load_config(
+        "ppo_cartpole", SMALL + ["checkpoint.every=1500", "agent.anneal_lr=false"]
+    )
     jaxrl_async.train(config, run_dir=run_dir)
     # Host calls end every 1024 steps: the first boundaries past 1500 and 3000 are 2048 and
     # 3072, then the final 4096 (keep=3 holds all of them).
@@ -180,9 +187,20 @@ jaxrl_async.train(config, run_dir=sys.argv[1])
 @pytest.mark.slow
 def test_a_crash_mid_save_leaves_the_previous_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH_ON_SAVE), str(run_dir),
-                           *SMALL, "checkpoint.every=2048"], capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(CRASH_ON_SAVE),
+            str(run_dir),
+            *SMALL,
+            "checkpoint.every=2048",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 9, proc.stderr[-2000:]
     leftovers = [p.name for p in (run_dir / "checkpoints").iterdir() if "tmp" in p.name]
     assert leftovers and leftovers[0].startswith("4096.")
@@ -205,6 +223,7 @@ def _truncate(relative):
     def corrupt(checkpoint):
         path = checkpoint / relative
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
     return corrupt
 
 
@@ -216,21 +235,30 @@ def finished_run(tmp_path_factory):
 
 
 def _snapshot(path):
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
 
 
 # In process (`cli.main`) for each damage, through the real command for one.
-@pytest.mark.parametrize("corrupt, mentions, command", [
-    pytest.param(_truncate("meta/metadata"), "is unreadable", False, id="metadata"),
-    pytest.param(_truncate("state/manifest.ocdbt"), "is unreadable", True, id="array-index"),
-    pytest.param(_truncate("state/_METADATA"), "is unreadable", False, id="tree-metadata"),
-    pytest.param(lambda checkpoint: (checkpoint / "meta" / "metadata").unlink(),
-                 "is unreadable", False, id="metadata-missing"),
-])
+@pytest.mark.parametrize(
+    "corrupt, mentions, command",
+    [
+        pytest.param(_truncate("meta/metadata"), "is unreadable", False, id="metadata"),
+        pytest.param(_truncate("state/manifest.ocdbt"), "is unreadable", True, id="array-index"),
+        pytest.param(_truncate("state/_METADATA"), "is unreadable", False, id="tree-metadata"),
+        pytest.param(
+            lambda checkpoint: (checkpoint / "meta" / "metadata").unlink(),
+            "is unreadable",
+            False,
+            id="metadata-missing",
+        ),
+    ],
+)
 @pytest.mark.slow
-def test_cli_resume_of_a_corrupt_checkpoint_exits_2(cli, tmp_path, finished_run, corrupt,
-                                                    mentions, command):
+def test_cli_resume_of_a_corrupt_checkpoint_exits_2(
+    cli, tmp_path, finished_run, corrupt, mentions, command
+):
     import shutil
 
     run_dir = tmp_path / "run"
@@ -251,16 +279,20 @@ def test_cli_resume_of_a_corrupt_checkpoint_exits_2(cli, tmp_path, finished_run,
     assert _snapshot(run_dir) == before
 
 
-@pytest.mark.parametrize("layout, mentions", [
-    pytest.param("config-only", "no checkpoint in", id="no-checkpoints"),
-    pytest.param("nothing", "not found", id="no-run-dir"),
-])
+@pytest.mark.parametrize(
+    "layout, mentions",
+    [
+        pytest.param("config-only", "no checkpoint in", id="no-checkpoints"),
+        pytest.param("nothing", "not found", id="no-run-dir"),
+    ],
+)
 def test_cli_resume_without_a_checkpoint_exits_2(tmp_path, layout, mentions):
     run_dir = tmp_path / "run"
     if layout == "config-only":
         run_dir.mkdir()
         (run_dir / "config.yaml").write_text(
-            jaxrl_async.load_config("ppo_cartpole", SMALL).to_yaml())
+            jaxrl_async.load_config("ppo_cartpole", SMALL).to_yaml()
+        )
     code, stderr = run_cli_in_process("resume", str(run_dir), cwd=tmp_path)
     assert code == 2, stderr[-2000:]
     lines = stderr.splitlines()
@@ -269,8 +301,7 @@ def test_cli_resume_without_a_checkpoint_exits_2(tmp_path, layout, mentions):
 
 
 @pytest.mark.slow
-def test_cli_resume_tolerates_a_damaged_orbax_step_metadata_quietly(cli, tmp_path,
-                                                                   finished_run):
+def test_cli_resume_tolerates_a_damaged_orbax_step_metadata_quietly(cli, tmp_path, finished_run):
     """Orbax ignores an unparsable _CHECKPOINT_METADATA (it is not needed to restore)
     but logs ERROR lines through absl; the resume must work and print none of them."""
     import shutil
@@ -278,8 +309,14 @@ def test_cli_resume_tolerates_a_damaged_orbax_step_metadata_quietly(cli, tmp_pat
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
     _truncate("_CHECKPOINT_METADATA")(run_dir / "checkpoints" / "4096")
-    proc = cli("resume", str(run_dir), "total_steps=8192", "train.progress=false",
-               cwd=tmp_path, timeout=300)
+    proc = cli(
+        "resume",
+        str(run_dir),
+        "total_steps=8192",
+        "train.progress=false",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr.strip() == "", proc.stderr
 
@@ -291,8 +328,9 @@ def test_cli_resume_with_a_changed_key_exits_2(tmp_path, finished_run):
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
     before = _snapshot(run_dir)
-    code, stderr = run_cli_in_process("resume", str(run_dir), "agent.learning_rate=0.1",
-                                      cwd=tmp_path)
+    code, stderr = run_cli_in_process(
+        "resume", str(run_dir), "agent.learning_rate=0.1", cwd=tmp_path
+    )
     assert code == 2, stderr[-2000:]
     lines = stderr.splitlines()
     assert len(lines) == 1 and "agent.learning_rate" in lines[0], lines
@@ -313,9 +351,10 @@ def test_a_resume_keeps_the_device_count_the_run_chose(tmp_path, monkeypatch):
     assert config.pipeline.devices == 1
     assert choose_layout(config, Machine("cpu", 2)).devices == 1
     rundir.check_changes(saved, config)  # the pinned count is not a change
-    with pytest.raises(jaxrl_async.ConfigError, match="cannot change pipeline.devices"):
-        rundir.check_changes(config.to_yaml(), rundir.resume_config(
-            tmp_path, ["pipeline.devices=2"]))
+    with pytest.raises(jaxrl_async.ConfigError, match=r"cannot change pipeline.devices"):
+        rundir.check_changes(
+            config.to_yaml(), rundir.resume_config(tmp_path, ["pipeline.devices=2"])
+        )
 
     def no_checkpoint(_):
         raise rundir.ckpt.CheckpointError("no checkpoint")
@@ -335,8 +374,9 @@ def test_a_resume_keeps_the_placement_the_run_chose(tmp_path, monkeypatch):
     two, one = Machine("cpu", 2), Machine("cpu", 1)
     saved = jaxrl_async.load_config("ppo_cartpole_async").to_yaml()
     (tmp_path / "config.yaml").write_text(saved)
-    monkeypatch.setattr(rundir.ckpt, "read_meta",
-                        lambda _: (12288, {"devices": 2, "placement": "split"}))
+    monkeypatch.setattr(
+        rundir.ckpt, "read_meta", lambda _: (12288, {"devices": 2, "placement": "split"})
+    )
     config = rundir.resume_config(tmp_path)
     assert config.pipeline.placement == "split"
     assert choose_layout(config, two).placement == "split"
@@ -349,5 +389,5 @@ def test_a_resume_keeps_the_placement_the_run_chose(tmp_path, monkeypatch):
     assert choose_layout(config, two).placement == "fused"
     # A placement the run's config set is the run's: a resume may not change it.
     fused = jaxrl_async.load_config("ppo_cartpole_async", ["pipeline.placement=fused"])
-    with pytest.raises(jaxrl_async.ConfigError, match="cannot change pipeline.placement"):
+    with pytest.raises(jaxrl_async.ConfigError, match=r"cannot change pipeline.placement"):
         rundir.check_changes(fused.to_yaml(), config)

@@ -19,21 +19,31 @@ spec.loader.exec_module(compare_wall)
 def fake_run(path: Path, config: str, setup: float, records: list[tuple]) -> Path:
     """A run directory whose records are (training seconds, env steps, return)."""
     path.mkdir(parents=True)
-    (path / "metrics.jsonl").write_text("".join(
-        json.dumps({"env_steps": s, "wall_seconds": t, "episode_return": r}) + "\n"
-        for t, s, r in records))
+    (path / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"env_steps": s, "wall_seconds": t, "episode_return": r}) + "\n"
+            for t, s, r in records
+        )
+    )
     train = records[-1][0]
-    (path / "summary.json").write_text(json.dumps(
-        {"config": config, "wall_seconds": setup + train, "train_seconds": train}))
+    (path / "summary.json").write_text(
+        json.dumps({"config": config, "wall_seconds": setup + train, "train_seconds": train})
+    )
     return path
 
 
 def test_returns_at_equal_wall_time_and_equal_steps(tmp_path):
     # fast: 100 steps per second after 10 s of set-up; slow: 25 per second after 5 s
-    fast = [fake_run(tmp_path / f"fast{k}", "fast", 10.0,
-                     [(t, 100 * t, t + k) for t in (10, 20, 30, 40)]) for k in range(2)]
-    slow = [fake_run(tmp_path / f"slow{k}", "slow", 5.0,
-                     [(t, 25 * t, 2 * t + k) for t in (10, 20, 30)]) for k in range(3)]
+    fast = [
+        fake_run(
+            tmp_path / f"fast{k}", "fast", 10.0, [(t, 100 * t, t + k) for t in (10, 20, 30, 40)]
+        )
+        for k in range(2)
+    ]
+    slow = [
+        fake_run(tmp_path / f"slow{k}", "slow", 5.0, [(t, 25 * t, 2 * t + k) for t in (10, 20, 30)])
+        for k in range(3)
+    ]
     groups = {}
     for d in fast + slow:
         run = compare_wall.load(d)
@@ -55,23 +65,36 @@ def test_returns_at_equal_wall_time_and_equal_steps(tmp_path):
 
 
 def test_cli_table_png_and_a_bad_directory(tmp_path):
-    runs = [fake_run(tmp_path / f"a{k}", "a", 1.0, [(1, 10, 1.0 + k), (2, 20, 2.0 + k)])
-            for k in range(2)]
+    runs = [
+        fake_run(tmp_path / f"a{k}", "a", 1.0, [(1, 10, 1.0 + k), (2, 20, 2.0 + k)])
+        for k in range(2)
+    ]
     runs.append(fake_run(tmp_path / "b0", "b", 1.0, [(1, 5, 3.0), (4, 20, 4.0)]))
     png = tmp_path / "wall.png"
-    done = subprocess.run([sys.executable, str(SCRIPT), *map(str, runs), "--seconds", "2",
-                           "--png", str(png)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, runs), "--seconds", "2", "--png", str(png)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert "| `a` | 2 | 1.5 ± 0.71 | 10 |" in done.stdout
     assert "| `b` | 1 | 3 | 5 |" in done.stdout
     assert png.stat().st_size > 1000
-    bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "missing")],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path / "missing")], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "not a finished run directory" in bad.stderr
     assert "Traceback" not in bad.stderr
 
 
-@pytest.mark.parametrize("values,text", [([1.0, math.nan], "1 (1 of 2)"), ([2.0], "2"), ([math.nan], "-"),
-                                         ([1.0, 3.0, math.nan], "2 ± 1.4 (2 of 3)")])
+@pytest.mark.parametrize(
+    "values,text",
+    [
+        ([1.0, math.nan], "1 (1 of 2)"),
+        ([2.0], "2"),
+        ([math.nan], "-"),
+        ([1.0, 3.0, math.nan], "2 ± 1.4 (2 of 3)"),
+    ],
+)
 def test_mean_std_counts_only_finite_seeds(values, text):
     assert compare_wall.mean_std(values) == text

@@ -14,46 +14,78 @@ from tests.helpers.cli import run_cli_in_process
 BAD_YAML = "env:\n  name: [CartPole-v1\n  num_envs: 4\n"
 
 BAD_INPUTS = [
-    pytest.param(["train", "no_such_config"], "unknown config 'no_such_config'",
-                 id="unknown-config"),
-    pytest.param(["train", "ppo_cartpole", "optim.lr=0.1"], "unknown config section 'optim'",
-                 id="unknown-section"),
+    pytest.param(
+        ["train", "no_such_config"], "unknown config 'no_such_config'", id="unknown-config"
+    ),
+    pytest.param(
+        ["train", "ppo_cartpole", "optim.lr=0.1"],
+        "unknown config section 'optim'",
+        id="unknown-section",
+    ),
     pytest.param(["train", "agent.foo=1"], "agent.foo", id="unknown-key"),
     pytest.param(["train", "env.name=Nope-v0"], "Nope-v0", id="unknown-env"),
     pytest.param(["train", "agent.name=nope"], "unknown agent 'nope'", id="unknown-agent"),
     pytest.param(["train", "train.total_steps=abc"], "train.total_steps", id="malformed-value"),
-    pytest.param(["train", "ppo_cartpole", "env.num_envs"], "malformed override",
-                 id="override-without-equals"),
-    pytest.param(["train", "ppo_cartpole", "num_envs=8"], "malformed override",
-                 id="override-without-section"),
-    pytest.param(["train", "agent.learning_rate=-0.001"], "agent.learning_rate",
-                 id="negative-learning-rate"),
+    pytest.param(
+        ["train", "ppo_cartpole", "env.num_envs"],
+        "malformed override",
+        id="override-without-equals",
+    ),
+    pytest.param(
+        ["train", "ppo_cartpole", "num_envs=8"], "malformed override", id="override-without-section"
+    ),
+    pytest.param(
+        ["train", "agent.learning_rate=-0.001"], "agent.learning_rate", id="negative-learning-rate"
+    ),
     pytest.param(["train", "env.num_envs=0"], "env.num_envs", id="zero-envs"),
-    pytest.param(["train", "env.num_envs=4", "pipeline.rollout_len=128",
-                  "agent.num_minibatches=3"], "num_minibatches", id="minibatches-do-not-divide"),
+    pytest.param(
+        ["train", "env.num_envs=4", "pipeline.rollout_len=128", "agent.num_minibatches=3"],
+        "num_minibatches",
+        id="minibatches-do-not-divide",
+    ),
     pytest.param(["train", "bad.yaml"], "bad.yaml", id="yaml-syntax-error"),
     pytest.param(["train", "missing.yaml"], "missing.yaml", id="missing-yaml"),
-    pytest.param(["train", "env.name=no_such_module_xyz:make"], "cannot import",
-                 id="env-factory-does-not-import"),
-    pytest.param(["train", "env.name=os:no_such_factory"], "has no 'no_such_factory'",
-                 id="env-factory-missing"),
-    pytest.param(["train", "env.name=os:getcwd"], "not a gymnax-API env",
-                 id="env-factory-returns-no-env"),
-    pytest.param(["train", "env.kwargs.nope=1"], "rejected by 'CartPole-v1'",
-                 id="env-kwargs-rejected"),
-    pytest.param(["train", "env.name=brax:no_such_robot"], "unknown brax env 'no_such_robot'",
-                 id="unknown-suite-id"),
-    pytest.param(["train", "env.name=navix:Navix-Empty-5x5-v0", "env.kwargs.nope=1"],
-                 "nope", id="suite-kwargs-rejected"),
-    pytest.param(["train", "env.name=nosuite:x"], "not a suite (brax, jumanji",
-                 id="unknown-suite-prefix"),
-    pytest.param(["train", "env.name=jumanji:Snake-v1", "env.normalize_obs=true"],
-                 "normalize_obs=true needs an array observation", id="normalize-dict-obs"),
-    pytest.param(["train", "agent.torso=cnn"], "torso=cnn needs an image",
-                 id="cnn-on-a-vector"),
+    pytest.param(
+        ["train", "env.name=no_such_module_xyz:make"],
+        "cannot import",
+        id="env-factory-does-not-import",
+    ),
+    pytest.param(
+        ["train", "env.name=os:no_such_factory"],
+        "has no 'no_such_factory'",
+        id="env-factory-missing",
+    ),
+    pytest.param(
+        ["train", "env.name=os:getcwd"], "not a gymnax-API env", id="env-factory-returns-no-env"
+    ),
+    pytest.param(
+        ["train", "env.kwargs.nope=1"], "rejected by 'CartPole-v1'", id="env-kwargs-rejected"
+    ),
+    pytest.param(
+        ["train", "env.name=brax:no_such_robot"],
+        "unknown brax env 'no_such_robot'",
+        id="unknown-suite-id",
+    ),
+    pytest.param(
+        ["train", "env.name=navix:Navix-Empty-5x5-v0", "env.kwargs.nope=1"],
+        "nope",
+        id="suite-kwargs-rejected",
+    ),
+    pytest.param(
+        ["train", "env.name=nosuite:x"], "not a suite (brax, jumanji", id="unknown-suite-prefix"
+    ),
+    pytest.param(
+        ["train", "env.name=jumanji:Snake-v1", "env.normalize_obs=true"],
+        "normalize_obs=true needs an array observation",
+        id="normalize-dict-obs",
+    ),
+    pytest.param(["train", "agent.torso=cnn"], "torso=cnn needs an image", id="cnn-on-a-vector"),
     # Checked when the run's layout is chosen (the config itself asks no device).
-    pytest.param(["train", "pipeline.devices=8"], "pipeline.devices=8 but only 1 local",
-                 id="more-devices-than-the-machine"),
+    pytest.param(
+        ["train", "pipeline.devices=8"],
+        "pipeline.devices=8 but only 1 local",
+        id="more-devices-than-the-machine",
+    ),
 ]
 
 
@@ -79,8 +111,10 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, args, mentions):
 
 
 # The same through the real command, for a case of each kind: the config, its file, the env.
-@pytest.mark.parametrize("args, mentions", [
-    p for p in BAD_INPUTS if p.id in ("unknown-key", "yaml-syntax-error", "unknown-suite-id")])
+@pytest.mark.parametrize(
+    "args, mentions",
+    [p for p in BAD_INPUTS if p.id in ("unknown-key", "yaml-syntax-error", "unknown-suite-id")],
+)
 def test_the_command_exits_2_with_one_line(cli, tmp_path, args, mentions):
     (tmp_path / "bad.yaml").write_text(BAD_YAML)
     before = _tree(tmp_path)
@@ -94,9 +128,17 @@ def test_the_command_exits_2_with_one_line(cli, tmp_path, args, mentions):
 
 
 def test_overrides_apply_with_their_types():
-    config = load_config("ppo_cartpole", ["agent.hidden_sizes=[32,32]", "train.total_steps=5e5",
-                                          "env.num_envs=8", "agent.learning_rate=1e-3",
-                                          "env.normalize_obs=true", "pipeline.rollout_len=64"])
+    config = load_config(
+        "ppo_cartpole",
+        [
+            "agent.hidden_sizes=[32,32]",
+            "train.total_steps=5e5",
+            "env.num_envs=8",
+            "agent.learning_rate=1e-3",
+            "env.normalize_obs=true",
+            "pipeline.rollout_len=64",
+        ],
+    )
     assert config.agent.hidden_sizes == (32, 32)
     assert type(config.agent.hidden_sizes) is tuple
     assert config.train.total_steps == 500_000 and type(config.train.total_steps) is int
@@ -133,9 +175,17 @@ def test_config_is_frozen():
 
 
 def test_to_yaml_round_trips_through_load_config(tmp_path):
-    config = load_config("ppo_cartpole", ["agent.hidden_sizes=[16,8]", "train.total_steps=8192",
-                                          "env.num_envs=2", "agent.gae_lambda=0.9",
-                                          "pipeline.rollout_len=32", "train.seed=7"])
+    config = load_config(
+        "ppo_cartpole",
+        [
+            "agent.hidden_sizes=[16,8]",
+            "train.total_steps=8192",
+            "env.num_envs=2",
+            "agent.gae_lambda=0.9",
+            "pipeline.rollout_len=32",
+            "train.seed=7",
+        ],
+    )
     path = tmp_path / "resolved.yaml"
     path.write_text(config.to_yaml())
     again = load_config(path)
@@ -143,10 +193,18 @@ def test_to_yaml_round_trips_through_load_config(tmp_path):
     assert again.agent.hidden_sizes == (16, 8)
 
 
-@pytest.mark.parametrize("overrides", [
-    ["agent.foo=1"], ["optim.lr=1"], ["train.total_steps=abc"], ["agent.learning_rate=-1"],
-    ["env.num_envs=0"], ["agent.num_minibatches=3"], ["train.total_steps=100"],
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["agent.foo=1"],
+        ["optim.lr=1"],
+        ["train.total_steps=abc"],
+        ["agent.learning_rate=-1"],
+        ["env.num_envs=0"],
+        ["agent.num_minibatches=3"],
+        ["train.total_steps=100"],
+    ],
+)
 def test_load_config_raises_config_error(overrides):
     with pytest.raises(ConfigError) as info:
         load_config("ppo_cartpole", overrides)
@@ -160,15 +218,18 @@ def test_loading_a_config_imports_no_jax_network_optimizer_or_agent_module():
     import subprocess
     import sys
 
-    code = ("import sys, jaxrl_async\n"
-            "from jaxrl_async.config import available_configs\n"
-            "for name in available_configs():\n"
-            "    jaxrl_async.load_config(name)\n"
-            "allowed = ('jaxrl_async.agents.configs', 'jaxrl_async.agents.agent_config')\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax', 'optax')\n"
-            "             or m.startswith('jaxrl_async.agents.') and m not in allowed))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    code = (
+        "import sys, jaxrl_async\n"
+        "from jaxrl_async.config import available_configs\n"
+        "for name in available_configs():\n"
+        "    jaxrl_async.load_config(name)\n"
+        "allowed = ('jaxrl_async.agents.configs', 'jaxrl_async.agents.agent_config')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax', 'optax')\n"
+        "             or m.startswith('jaxrl_async.agents.') and m not in allowed))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     assert out.strip() == "[]", out
 
 
@@ -179,50 +240,75 @@ def test_activation_names_match_the_networks():
     assert sorted(ACTIVATIONS) == sorted(ACTIVATION_NAMES)
 
 
-@pytest.mark.parametrize("platform, name, overrides, devices, why", [
-    # off CPU: the row and env-step thresholds for every learner
-    # 4 envs x 128 steps / 4 minibatches = 128 samples a gradient step, 512 steps a tick
-    ("gpu", "ppo_cartpole", [], 1, "one device: 32 rows per gradient step and 128 env steps"),
-    # 32 x 128 / 4 = 1,024 samples, 4,096 steps: 256 and 1,024 on each of 4 devices
-    ("gpu", "ppo_cartpole", ["env.num_envs=32"], 4, "data parallel: 256 rows"),
-    # recurrent: the rows are the 32 / 4 = 8 sequences a gradient step scans over
-    ("gpu", "ppo_cartpole", ["env.num_envs=32", "agent.memory=gru"], 1,
-     "2 rows per gradient step"),
-    ("gpu", "ppo_cartpole", ["env.num_envs=32", "pipeline.rollout_len=64"], 1, "512 env steps"),
-    # vmapped seeds share each all-reduce: 4 seeds of 8 x 128 / 4
-    ("gpu", "ppo_cartpole", ["env.num_envs=8", "train.num_seeds=4"], 4, "data parallel"),
-    ("gpu", "ppo_cartpole", ["env.num_envs=2050"], 1, "2050 envs do not split over 4"),
-    ("gpu", "dqn_cartpole", ["replay.batch_size=1024", "env.num_envs=128",
-                             "pipeline.rollout_len=32"], 4, "data parallel"),
-    ("gpu", "ppo_cartpole", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
-    ("gpu", "ppo_cartpole_async", ["pipeline.placement=split", "pipeline.actor_devices=2"], 4,
-     "split placement"),
-    ("gpu", "ppo_cartpole_async", [], 1, "one device: 32 rows"),  # auto: fused off CPU
-    # CPU, lag >= 1: auto splits a small memoryless learner over an actor and a learner device
-    ("cpu", "ppo_cartpole_async", [], 2, "split placement: one CPU device acts, one learns"),
-    ("cpu", "ppo_cartpole_async", ["pipeline.placement=fused"], 1, "one device: 32 rows"),
-    ("cpu", "ppo_cartpole_async", ["agent.memory=gru"], 1, "one device"),
-    ("cpu", "ppo_cartpole_async", ["train.num_seeds=2"], 1, "one device"),
-    ("cpu", "ppo_cartpole_async", ["env.num_envs=2048"], 4, "data parallel"),
-    # CPU, on-policy: the thresholds, but not with 128-unit or wider layers
-    ("cpu", "ppo_cartpole", [], 1, "one device: 32 rows per gradient step"),
-    ("cpu", "ppo_cartpole", ["env.num_envs=2048"], 4, "data parallel: 16,384 rows"),
-    ("cpu", "ppo_breakout_minatar", [], 1, "128-unit or wider layers"),
-    ("cpu", "pqn_breakout_minatar", [], 1, "128-unit or wider layers"),
-    ("cpu", "ppo_cartpole", ["env.num_envs=2048", "agent.hidden_sizes=[128]"], 1, "128-unit"),
-    # CPU, off-policy: one device for a memoryless learner, for a recurrent one the most
-    # devices the batches split over
-    ("cpu", "dqn_cartpole", [], 1, "memoryless off-policy learner stays on one"),
-    ("cpu", "sac_pendulum", [], 1, "memoryless off-policy learner stays on one"),
-    ("cpu", "td3_pendulum", ["env.num_envs=8"], 1, "(pipeline.devices=4 forces 4)"),
-    ("cpu", "r2d2_cartpole_masked", [], 4, "data parallel over 4 of 4 CPU devices (a recurrent"),
-    # 6 envs but a replay batch of 16 sequences: 3 devices take the envs, not the batch
-    ("cpu", "r2d2_cartpole_masked", ["env.num_envs=6"], 2, "over 2 of 4"),
-    ("cpu", "r2d2_cartpole_masked", ["env.num_envs=1"], 1, "split over no more"),
-    ("cpu", "sac_pendulum", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
-])
+@pytest.mark.parametrize(
+    "platform, name, overrides, devices, why",
+    [
+        # off CPU: the row and env-step thresholds for every learner
+        # 4 envs x 128 steps / 4 minibatches = 128 samples a gradient step, 512 steps a tick
+        ("gpu", "ppo_cartpole", [], 1, "one device: 32 rows per gradient step and 128 env steps"),
+        # 32 x 128 / 4 = 1,024 samples, 4,096 steps: 256 and 1,024 on each of 4 devices
+        ("gpu", "ppo_cartpole", ["env.num_envs=32"], 4, "data parallel: 256 rows"),
+        # recurrent: the rows are the 32 / 4 = 8 sequences a gradient step scans over
+        (
+            "gpu",
+            "ppo_cartpole",
+            ["env.num_envs=32", "agent.memory=gru"],
+            1,
+            "2 rows per gradient step",
+        ),
+        ("gpu", "ppo_cartpole", ["env.num_envs=32", "pipeline.rollout_len=64"], 1, "512 env steps"),
+        # vmapped seeds share each all-reduce: 4 seeds of 8 x 128 / 4
+        ("gpu", "ppo_cartpole", ["env.num_envs=8", "train.num_seeds=4"], 4, "data parallel"),
+        ("gpu", "ppo_cartpole", ["env.num_envs=2050"], 1, "2050 envs do not split over 4"),
+        (
+            "gpu",
+            "dqn_cartpole",
+            ["replay.batch_size=1024", "env.num_envs=128", "pipeline.rollout_len=32"],
+            4,
+            "data parallel",
+        ),
+        ("gpu", "ppo_cartpole", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
+        (
+            "gpu",
+            "ppo_cartpole_async",
+            ["pipeline.placement=split", "pipeline.actor_devices=2"],
+            4,
+            "split placement",
+        ),
+        ("gpu", "ppo_cartpole_async", [], 1, "one device: 32 rows"),  # auto: fused off CPU
+        # CPU, lag >= 1: auto splits a small memoryless learner over an actor and a learner device
+        ("cpu", "ppo_cartpole_async", [], 2, "split placement: one CPU device acts, one learns"),
+        ("cpu", "ppo_cartpole_async", ["pipeline.placement=fused"], 1, "one device: 32 rows"),
+        ("cpu", "ppo_cartpole_async", ["agent.memory=gru"], 1, "one device"),
+        ("cpu", "ppo_cartpole_async", ["train.num_seeds=2"], 1, "one device"),
+        ("cpu", "ppo_cartpole_async", ["env.num_envs=2048"], 4, "data parallel"),
+        # CPU, on-policy: the thresholds, but not with 128-unit or wider layers
+        ("cpu", "ppo_cartpole", [], 1, "one device: 32 rows per gradient step"),
+        ("cpu", "ppo_cartpole", ["env.num_envs=2048"], 4, "data parallel: 16,384 rows"),
+        ("cpu", "ppo_breakout_minatar", [], 1, "128-unit or wider layers"),
+        ("cpu", "pqn_breakout_minatar", [], 1, "128-unit or wider layers"),
+        ("cpu", "ppo_cartpole", ["env.num_envs=2048", "agent.hidden_sizes=[128]"], 1, "128-unit"),
+        # CPU, off-policy: one device for a memoryless learner, for a recurrent one the most
+        # devices the batches split over
+        ("cpu", "dqn_cartpole", [], 1, "memoryless off-policy learner stays on one"),
+        ("cpu", "sac_pendulum", [], 1, "memoryless off-policy learner stays on one"),
+        ("cpu", "td3_pendulum", ["env.num_envs=8"], 1, "(pipeline.devices=4 forces 4)"),
+        (
+            "cpu",
+            "r2d2_cartpole_masked",
+            [],
+            4,
+            "data parallel over 4 of 4 CPU devices (a recurrent",
+        ),
+        # 6 envs but a replay batch of 16 sequences: 3 devices take the envs, not the batch
+        ("cpu", "r2d2_cartpole_masked", ["env.num_envs=6"], 2, "over 2 of 4"),
+        ("cpu", "r2d2_cartpole_masked", ["env.num_envs=1"], 1, "split over no more"),
+        ("cpu", "sac_pendulum", ["pipeline.devices=2"], 2, "pipeline.devices=2"),
+    ],
+)
 def test_devices_0_chooses_by_platform_learner_and_work_per_device(
-        platform, name, overrides, devices, why):
+    platform, name, overrides, devices, why
+):
     from jaxrl_async.layout import Machine, choose_layout
 
     config = load_config(name, overrides)

@@ -30,9 +30,15 @@ FACTORY_MODULE = textwrap.dedent('''
 # No LR annealing: the program does not depend on train.total_steps, so the registered env's
 # run, the CLI's run on the same CartPole of 5 steps and its resume to a new total are one
 # program, compiled once.
-TINY = ["env.num_envs=4", "pipeline.rollout_len=16", "agent.hidden_sizes=[8]",
-        "agent.num_minibatches=2", "agent.anneal_lr=false", "train.log_every=512",
-        "train.progress=false"]
+TINY = [
+    "env.num_envs=4",
+    "pipeline.rollout_len=16",
+    "agent.hidden_sizes=[8]",
+    "agent.num_minibatches=2",
+    "agent.anneal_lr=false",
+    "train.log_every=512",
+    "train.progress=false",
+]
 
 
 @pytest.fixture
@@ -60,12 +66,18 @@ def test_registered_env_trains_from_its_name(monkeypatch):
     monkeypatch.setattr(envs, "_REGISTERED", {})
     import gymnax
 
-    envs.register("short-cartpole", lambda limit: (
-        gymnax.make("CartPole-v1")[0],
-        gymnax.make("CartPole-v1")[1].replace(max_steps_in_episode=limit)))
+    envs.register(
+        "short-cartpole",
+        lambda limit: (
+            gymnax.make("CartPole-v1")[0],
+            gymnax.make("CartPole-v1")[1].replace(max_steps_in_episode=limit),
+        ),
+    )
     assert "short-cartpole" in envs.registered_envs()
-    config = jaxrl_async.load_config("ppo_cartpole", TINY + [
-        "env.name=short-cartpole", "env.kwargs.limit=5", "train.total_steps=1024"])
+    config = jaxrl_async.load_config(
+        "ppo_cartpole",
+        TINY + ["env.name=short-cartpole", "env.kwargs.limit=5", "train.total_steps=1024"],
+    )
     result = jaxrl_async.train(config)
     # Every episode ends by the limit of 5 steps (CartPole's random policy lasts ~20).
     assert result.metrics["episode_length"].max() <= 5.0
@@ -75,7 +87,8 @@ def test_registered_env_trains_from_its_name(monkeypatch):
 
 @pytest.mark.slow  # three fresh processes that compile and train
 def test_module_factory_env_trains_is_interrupted_resumes_and_evaluates_through_the_cli(
-        cli, tmp_path):
+    cli, tmp_path
+):
     """The whole life of a run on a user's env, each step a fresh process that rebuilds the
     env from config.yaml: train, Ctrl-C (checkpoint, exit 130), resume, evaluate."""
     import signal
@@ -87,9 +100,23 @@ def test_module_factory_env_trains_is_interrupted_resumes_and_evaluates_through_
     run = tmp_path / "run"
     common = ["env.name=my_envs:cartpole", "env.kwargs.max_steps=5", "eval.episodes=4"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jaxrl_async", "train", "ppo_cartpole", *TINY, *common,
-         "train.total_steps=50000000", "--run-dir", str(run)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "jaxrl_async",
+            "train",
+            "ppo_cartpole",
+            *TINY,
+            *common,
+            "train.total_steps=50000000",
+            "--run-dir",
+            str(run),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     metrics = run / "metrics.jsonl"
     deadline = time.monotonic() + 240
     while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
@@ -101,8 +128,9 @@ def test_module_factory_env_trains_is_interrupted_resumes_and_evaluates_through_
     assert "my_envs:cartpole" in (run / "config.yaml").read_text()
     stopped = json.loads(metrics.read_text().splitlines()[-1])["env_steps"]
 
-    resumed = cli("resume", str(run), f"train.total_steps={stopped + 1024}", cwd=tmp_path,
-                  timeout=300)
+    resumed = cli(
+        "resume", str(run), f"train.total_steps={stopped + 1024}", cwd=tmp_path, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads((run / "summary.json").read_text())
     # The resumed run goes on towards the new target (in whole ticks of 64 steps).
@@ -121,5 +149,6 @@ def test_a_suite_that_is_not_installed_names_its_extra(monkeypatch):
     monkeypatch.setattr(suites, "installed", lambda suite: False)
     with pytest.raises(ConfigError) as info:
         envs.make("craftax:Craftax-Classic-Symbolic-v1")
-    assert str(info.value) == ("env suite 'craftax' is not installed: "
-                               "pip install 'jaxrl_async[craftax]'")
+    assert str(info.value) == (
+        "env suite 'craftax' is not installed: pip install 'jaxrl_async[craftax]'"
+    )

@@ -7,8 +7,14 @@ import pytest
 import jaxrl_async
 from jaxrl_async.pipeline import DETERMINISTIC_OPTIONS
 
-SMALL = ["env.num_envs=4", "pipeline.rollout_len=32", "agent.hidden_sizes=[16,16]",
-         "train.total_steps=4096", "train.log_every=1024", "train.progress=false"]
+SMALL = [
+    "env.num_envs=4",
+    "pipeline.rollout_len=32",
+    "agent.hidden_sizes=[16,16]",
+    "train.total_steps=4096",
+    "train.log_every=1024",
+    "train.progress=false",
+]
 
 
 def _bits(tree):
@@ -37,8 +43,13 @@ def test_deterministic_mode_on_cpu_changes_no_bit():
 def test_deterministic_options_reach_the_compiler():
     """The options are XLA debug options every backend accepts; a program compiled with them
     runs (on a GPU they select deterministic scatters and reductions)."""
-    assert DETERMINISTIC_OPTIONS == {"xla_gpu_deterministic_ops": True,
-                                     "xla_gpu_exclude_nondeterministic_ops": True}
-    compiled = jax.jit(lambda x: x.at[jax.numpy.array([0, 0])].add(1.0)).lower(
-        jax.numpy.zeros(2)).compile(compiler_options=DETERMINISTIC_OPTIONS)
+    assert DETERMINISTIC_OPTIONS == {
+        "xla_gpu_deterministic_ops": True,
+        "xla_gpu_exclude_nondeterministic_ops": True,
+    }
+    compiled = (
+        jax.jit(lambda x: x.at[jax.numpy.array([0, 0])].add(1.0))
+        .lower(jax.numpy.zeros(2))
+        .compile(compiler_options=DETERMINISTIC_OPTIONS)
+    )
     np.testing.assert_array_equal(compiled(jax.numpy.zeros(2)), [2.0, 0.0])

@@ -25,14 +25,34 @@ TIMEOUT = 420  # seconds for one launch (all its processes); a hang fails the te
 # PPO and DQN as test_multidevice trains them on 2 of its 4 forced devices (the progress
 # bar and checkpoints live on the host), so the one-process references load its programs
 # from the persistent compile cache when that file ran first.
-PPO = ["env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
-       "agent.num_minibatches=2", "agent.num_epochs=2", "train.total_steps=1024",
-       "train.log_every=256", "env.normalize_obs=true", "train.prng=philox4x32",
-       "pipeline.devices=2", "checkpoint.every=512"]  # the progress bar on: only process 0 may show it
-DQN = ["env.num_envs=4", "pipeline.rollout_len=4", "agent.hidden_sizes=[16]", "agent.n_step=2",
-       "agent.updates_per_tick=2", "replay.capacity=128", "replay.batch_size=16",
-       "replay.learning_starts=64", "train.total_steps=1024", "train.log_every=256",
-       "train.progress=false", "train.prng=philox4x32", "pipeline.devices=2"]
+PPO = [
+    "env.num_envs=8",
+    "pipeline.rollout_len=16",
+    "agent.hidden_sizes=[16]",
+    "agent.num_minibatches=2",
+    "agent.num_epochs=2",
+    "train.total_steps=1024",
+    "train.log_every=256",
+    "env.normalize_obs=true",
+    "train.prng=philox4x32",
+    "pipeline.devices=2",
+    "checkpoint.every=512",
+]  # the progress bar on: only process 0 may show it
+DQN = [
+    "env.num_envs=4",
+    "pipeline.rollout_len=4",
+    "agent.hidden_sizes=[16]",
+    "agent.n_step=2",
+    "agent.updates_per_tick=2",
+    "replay.capacity=128",
+    "replay.batch_size=16",
+    "replay.learning_starts=64",
+    "train.total_steps=1024",
+    "train.log_every=256",
+    "train.progress=false",
+    "train.prng=philox4x32",
+    "pipeline.devices=2",
+]
 
 # The Python API in one process of a job: join, load, train, gather the state whole.
 API = textwrap.dedent("""
@@ -67,8 +87,11 @@ def _free_port() -> int:
 def _env(processes: int) -> dict:
     """One process: 4 forced devices (the runs use 2), test_multidevice's flags, which are
     part of the compile cache's key. Several: one device each."""
-    return {**os.environ, "JAX_PLATFORMS": "cpu",
-            "XLA_FLAGS": f"--xla_force_host_platform_device_count={1 if processes > 1 else 4}"}
+    return {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={1 if processes > 1 else 4}",
+    }
 
 
 def _launch(argv: list[str], processes: int, cwd: Path) -> list[subprocess.CompletedProcess]:
@@ -77,17 +100,29 @@ def _launch(argv: list[str], processes: int, cwd: Path) -> list[subprocess.Compl
     port = _free_port()
     procs = []
     for i in range(processes):
-        launch = [] if processes == 1 else [
-            f"distributed.coordinator=127.0.0.1:{port}",
-            f"distributed.num_processes={processes}", f"distributed.process_id={i}",
-            "distributed.timeout=120"]
-        procs.append(subprocess.Popen(
-            [sys.executable, *argv, *launch], cwd=cwd, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-            env=_env(processes)))
+        launch = (
+            []
+            if processes == 1
+            else [
+                f"distributed.coordinator=127.0.0.1:{port}",
+                f"distributed.num_processes={processes}",
+                f"distributed.process_id={i}",
+                "distributed.timeout=120",
+            ]
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, *argv, *launch],
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=_env(processes),
+            )
+        )
     done = []
     try:
-        for i, proc in enumerate(procs):
+        for proc in procs:
             out, err = proc.communicate(timeout=TIMEOUT)
             done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
     except subprocess.TimeoutExpired:
@@ -100,7 +135,7 @@ def _launch(argv: list[str], processes: int, cwd: Path) -> list[subprocess.Compl
 def _result(proc: subprocess.CompletedProcess) -> dict:
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def _checkpoint(run_dir: Path, step: int) -> tuple[dict, dict]:
@@ -154,10 +189,12 @@ def test_two_processes_give_the_parameters_of_one_process_with_two_devices(runs)
     assert np.abs(one).sum() > 0
     ref, dist = _metrics(root / "ref"), _metrics(root / "two")
     assert [r["env_steps"] for r in dist] == [r["env_steps"] for r in ref]
-    np.testing.assert_allclose([r["loss"] for r in dist], [r["loss"] for r in ref],
-                               rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose([r["episode_return"] for r in dist],
-                               [r["episode_return"] for r in ref], rtol=1e-5)
+    np.testing.assert_allclose(
+        [r["loss"] for r in dist], [r["loss"] for r in ref], rtol=1e-4, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        [r["episode_return"] for r in dist], [r["episode_return"] for r in ref], rtol=1e-5
+    )
     summary = json.loads((root / "two" / "summary.json").read_text())
     assert summary["processes"] == 2 and len(summary["devices"]) == 2
 
@@ -190,8 +227,9 @@ def test_resume_across_processes_ends_in_the_uninterrupted_state(runs):
     _, resumed = _checkpoint(root / "two", 1024)
     _, full = _checkpoint(root / "two-full", 1024)
     assert resumed.keys() == full.keys()
-    assert {k: v["crc32"] for k, v in resumed.items()} == \
-        {k: v["crc32"] for k, v in full.items()}  # every array bit for bit
+    assert {k: v["crc32"] for k, v in resumed.items()} == {
+        k: v["crc32"] for k, v in full.items()
+    }  # every array bit for bit
     assert [r["env_steps"] for r in _metrics(root / "two")] == [256, 512, 768, 1024]
     assert json.loads((root / "two" / "summary.json").read_text())["resumed_from"] == 512
 
@@ -209,12 +247,22 @@ def test_dqn_keeps_one_replay_per_process(runs):
 
 
 def test_settings_come_from_the_config_then_the_environment():
-    env = {"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234", "JAX_NUM_PROCESSES": "4",
-           "JAX_PROCESS_ID": "3"}
+    env = {
+        "JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234",
+        "JAX_NUM_PROCESSES": "4",
+        "JAX_PROCESS_ID": "3",
+    }
     s = distributed.settings(None, [], environ=env)
     assert (s.coordinator, s.num_processes, s.process_id) == ("10.0.0.1:1234", 4, 3)
-    s = distributed.settings(None, ["distributed.process_id=1", "distributed.num_processes=2",
-                                    "distributed.coordinator=host:9"], environ=env)
+    s = distributed.settings(
+        None,
+        [
+            "distributed.process_id=1",
+            "distributed.num_processes=2",
+            "distributed.coordinator=host:9",
+        ],
+        environ=env,
+    )
     assert (s.coordinator, s.num_processes, s.process_id) == ("host:9", 2, 1)
     s = distributed.settings("ppo_cartpole", [], environ={})
     assert (s.coordinator, s.num_processes, s.process_id) == ("", 1, 0)
@@ -222,14 +270,24 @@ def test_settings_come_from_the_config_then_the_environment():
     assert distributed.initialize("ppo_cartpole", [], environ={}).num_processes == 1
 
 
-@pytest.mark.parametrize("overrides, environ, message", [
-    (["distributed.num_processes=2"], {}, "need distributed.coordinator"),
-    (["distributed.num_processes=2", "distributed.process_id=2",
-      "distributed.coordinator=h:1"], {}, "process_id=2 is not in [0, 2)"),
-    (["distributed.coordinator=nohostport"], {}, "HOST:PORT"),
-    (["distributed.num_processes=-1"], {}, "distributed.num_processes"),
-    ([], {"JAX_NUM_PROCESSES": "two"}, "$JAX_NUM_PROCESSES must be an integer"),
-])
+@pytest.mark.parametrize(
+    "overrides, environ, message",
+    [
+        (["distributed.num_processes=2"], {}, "need distributed.coordinator"),
+        (
+            [
+                "distributed.num_processes=2",
+                "distributed.process_id=2",
+                "distributed.coordinator=h:1",
+            ],
+            {},
+            "process_id=2 is not in [0, 2)",
+        ),
+        (["distributed.coordinator=nohostport"], {}, "HOST:PORT"),
+        (["distributed.num_processes=-1"], {}, "distributed.num_processes"),
+        ([], {"JAX_NUM_PROCESSES": "two"}, "$JAX_NUM_PROCESSES must be an integer"),
+    ],
+)
 def test_bad_settings_are_one_line_config_errors(overrides, environ, message):
     with pytest.raises(ConfigError) as e:
         distributed.settings(None, overrides, environ=environ)
@@ -237,7 +295,8 @@ def test_bad_settings_are_one_line_config_errors(overrides, environ, message):
 
 
 def test_launch_settings_stay_out_of_the_run_config():
-    config = load_config("ppo_cartpole", ["distributed.coordinator=h:1",
-                                          "distributed.num_processes=2"])
+    config = load_config(
+        "ppo_cartpole", ["distributed.coordinator=h:1", "distributed.num_processes=2"]
+    )
     assert config.distributed.num_processes == 2
     assert "distributed" not in config.to_yaml()

@@ -50,8 +50,14 @@ def _env_ids() -> list:
 def test_registered_envs_are_the_26_gymnax_ids():
     names = registered_envs()
     assert len(names) == 26 and len(set(names)) == 26
-    assert {"CartPole-v1", "Pendulum-v1", "Breakout-MinAtar", "Catch-bsuite",
-            "MNISTBandit-bsuite", "FourRooms-misc"} <= set(names)
+    assert {
+        "CartPole-v1",
+        "Pendulum-v1",
+        "Breakout-MinAtar",
+        "Catch-bsuite",
+        "MNISTBandit-bsuite",
+        "FourRooms-misc",
+    } <= set(names)
 
 
 @pytest.mark.parametrize("name", _env_ids())
@@ -103,7 +109,7 @@ def _episode_stats_reference(rewards, dones):
 
 
 def _run_actions(env, params, actions):
-    obs, state = env.reset(jax.random.PRNGKey(0), params)
+    _obs, state = env.reset(jax.random.PRNGKey(0), params)
 
     def step(state, inp):
         key, action = inp
@@ -117,7 +123,8 @@ def _run_actions(env, params, actions):
 def test_episode_statistics_over_terminated_and_truncated_episodes():
     env = EpisodeStatistics(WalkEnv())
     state, (reward, terminated, truncated, info) = jax.jit(_run_actions, static_argnums=0)(
-        env, env.default_params, ACTIONS)
+        env, env.default_params, ACTIONS
+    )
     terminated, truncated = np.asarray(terminated), np.asarray(truncated)
     # The action sequence gives one episode of each kind of ending.
     done_steps = np.flatnonzero(terminated | truncated).tolist()
@@ -127,13 +134,21 @@ def test_episode_statistics_over_terminated_and_truncated_episodes():
     assert terminated[10] and truncated[10]
 
     expected, (open_return, open_length) = _episode_stats_reference(
-        np.asarray(reward).tolist(), (terminated | truncated).tolist())
+        np.asarray(reward).tolist(), (terminated | truncated).tolist()
+    )
     np.testing.assert_array_equal(info["episode_done"], [e[0] for e in expected])
     np.testing.assert_allclose(info["episode_return"], [e[1] for e in expected])
     np.testing.assert_array_equal(info["episode_length"], [e[2] for e in expected])
     done = np.asarray(info["episode_done"])
-    assert list(zip(np.asarray(info["episode_return"])[done].tolist(),
-                    np.asarray(info["episode_length"])[done].tolist())) == EPISODES
+    assert (
+        list(
+            zip(
+                np.asarray(info["episode_return"])[done].tolist(),
+                np.asarray(info["episode_length"])[done].tolist(),
+            )
+        )
+        == EPISODES
+    )
     # The unfinished episode is carried in the state.
     assert float(state.episode_return) == pytest.approx(open_return) == 1.5
     assert int(state.episode_length) == open_length == 1
@@ -144,17 +159,19 @@ def test_episode_statistics_vmapped_equals_looped():
     base = EpisodeStatistics(WalkEnv())
     params = base.default_params
     vec = VecEnv(base)
-    obs, state = vec.reset(jax.random.split(jax.random.PRNGKey(0), 2), params)
+    _obs, state = vec.reset(jax.random.split(jax.random.PRNGKey(0), 2), params)
     infos = []
     for t in range(actions.shape[1]):
-        obs, state, reward, terminated, truncated, info = vec.step(
-            jax.random.split(jax.random.PRNGKey(t), 2), state, jnp.asarray(actions[:, t]), params)
+        _obs, state, _reward, _terminated, _truncated, info = vec.step(
+            jax.random.split(jax.random.PRNGKey(t), 2), state, jnp.asarray(actions[:, t]), params
+        )
         infos.append(info)
     for b in range(2):
         _, (_, _, _, single) = _run_actions(base, params, actions[b].tolist())
         for field in ("episode_done", "episode_return", "episode_length"):
-            np.testing.assert_allclose([np.asarray(i[field])[b] for i in infos],
-                                       np.asarray(single[field]), err_msg=field)
+            np.testing.assert_allclose(
+                [np.asarray(i[field])[b] for i in infos], np.asarray(single[field]), err_msg=field
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,12 +197,19 @@ def test_ppo_style_gae_matches_truncation_aware_reference(seed):
     next_values = np.where(done, rng.normal(size=(T, B)) * 3, next_values).astype(np.float32)
     rewards = rng.normal(size=(T, B)).astype(np.float32)
 
-    expected = advantages_reference(values.tolist(), next_values.tolist(), rewards.tolist(),
-                                    terminated.astype(int).tolist(),
-                                    truncated.astype(int).tolist(), gamma, lambda_)
+    expected = advantages_reference(
+        values.tolist(),
+        next_values.tolist(),
+        rewards.tolist(),
+        terminated.astype(int).tolist(),
+        truncated.astype(int).tolist(),
+        gamma,
+        lambda_,
+    )
     # as PPO's targets: the truncation folded into the rewards, then GAE
-    rewards_, discounts = fold_truncation(*map(jnp.asarray, (rewards, next_values, terminated,
-                                                             truncated)), gamma)
+    rewards_, discounts = fold_truncation(
+        *map(jnp.asarray, (rewards, next_values, terminated, truncated)), gamma
+    )
     got = gae(jnp.asarray(values), jnp.asarray(next_values)[-1], rewards_, discounts, lambda_)
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-5, atol=1e-5)
 
@@ -200,9 +224,17 @@ def test_ppo_learn_bootstraps_truncated_steps_from_final_observation():
     """
     T, B = 16, 4
     params = WalkEnv().default_params
-    config = PPOConfig(hidden_sizes=(8,), num_epochs=1, num_minibatches=1,
-                       normalize_advantages=False, clip_value=False, ent_coef=0.0,
-                       anneal_lr=False, gamma=0.9, gae_lambda=0.8)
+    config = PPOConfig(
+        hidden_sizes=(8,),
+        num_epochs=1,
+        num_minibatches=1,
+        normalize_advantages=False,
+        clip_value=False,
+        ent_coef=0.0,
+        anneal_lr=False,
+        gamma=0.9,
+        gae_lambda=0.8,
+    )
     pipeline, state, traj = walk_rollout(lambda ctx: make_ppo(config, ctx), T, B)
 
     obs, next_obs = np.asarray(traj.obs), np.asarray(traj.next_obs)
@@ -217,27 +249,40 @@ def test_ppo_learn_bootstraps_truncated_steps_from_final_observation():
     np.testing.assert_array_equal(next_obs[:-1][~done[:-1]], obs[1:][~done[:-1]])
 
     critic = ValueHead(config.torso_spec())
-    value = lambda o: np.asarray(critic.apply(state.learner.params["critic"],  # noqa: E731
-                                              jnp.asarray(o.reshape(-1, 2)))).reshape(T, B)
+    value = lambda o: np.asarray(  # noqa: E731
+        critic.apply(
+            state.learner.params["critic"],
+            jnp.asarray(o.reshape(-1, 2)),
+        )
+    ).reshape(T, B)
     values, next_values = value(obs), value(next_obs)
     args = (values.tolist(), next_values.tolist(), np.asarray(traj.reward).tolist())
     gamma, lam = config.gamma, config.gae_lambda
-    expected = advantages_reference(*args, terminated.astype(int).tolist(),
-                                    truncated.astype(int).tolist(), gamma, lam)
+    expected = advantages_reference(
+        *args, terminated.astype(int).tolist(), truncated.astype(int).tolist(), gamma, lam
+    )
     # The test can tell the right handling from the usual mistakes.
-    no_bootstrap = advantages_reference(*args, done.astype(int).tolist(),
-                                        truncated.astype(int).tolist(), gamma, lam)
+    no_bootstrap = advantages_reference(
+        *args, done.astype(int).tolist(), truncated.astype(int).tolist(), gamma, lam
+    )
     reset_obs_values = np.concatenate([values[1:], next_values[-1:]])
-    from_reset_obs = advantages_reference(values.tolist(), reset_obs_values.tolist(), args[2],
-                                          terminated.astype(int).tolist(),
-                                          truncated.astype(int).tolist(), gamma, lam)
+    from_reset_obs = advantages_reference(
+        values.tolist(),
+        reset_obs_values.tolist(),
+        args[2],
+        terminated.astype(int).tolist(),
+        truncated.astype(int).tolist(),
+        gamma,
+        lam,
+    )
     for wrong in (no_bootstrap, from_reset_obs):
         assert abs(wrong.mean() - expected.mean()) > 1e-3
 
     _, metrics = jax.jit(pipeline.learn)(state.learner, traj, jax.random.PRNGKey(2))
     assert float(metrics["pg_loss"]) == pytest.approx(-expected.mean(), rel=1e-4, abs=1e-5)
-    assert float(metrics["value_loss"]) == pytest.approx(0.5 * np.mean(expected**2),
-                                                         rel=1e-4, abs=1e-5)
+    assert float(metrics["value_loss"]) == pytest.approx(
+        0.5 * np.mean(expected**2), rel=1e-4, abs=1e-5
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,13 +349,16 @@ class VectorRewardEnv(WalkEnv):
         return obs, state, reward[None], terminated, truncated, info
 
 
-@pytest.mark.parametrize("env_cls, words", [
-    (WrongShapeEnv, ["observation", "(2,)", "(3,)"]),
-    (WrongDtypeEnv, ["observation", "int32", "float32"]),
-    (OldGymStepEnv, ["terminated", "truncated", "gymnax 1.0"]),
-    (NoFinalObservationEnv, ["final_observation"]),
-    (VectorRewardEnv, ["reward", "scalar"]),
-])
+@pytest.mark.parametrize(
+    "env_cls, words",
+    [
+        (WrongShapeEnv, ["observation", "(2,)", "(3,)"]),
+        (WrongDtypeEnv, ["observation", "int32", "float32"]),
+        (OldGymStepEnv, ["terminated", "truncated", "gymnax 1.0"]),
+        (NoFinalObservationEnv, ["final_observation"]),
+        (VectorRewardEnv, ["reward", "scalar"]),
+    ],
+)
 def test_check_env_rejects_with_one_line(env_cls, words):
     env = env_cls()
     with pytest.raises(EnvSpecError) as info:
@@ -325,10 +373,14 @@ def test_check_env_rejects_with_one_line(env_cls, words):
 # `jaxrl-async envs`
 
 
-
-NO_NET = {"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
-          "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
-          "no_proxy": "", "NO_PROXY": ""}
+NO_NET = {
+    "https_proxy": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "http_proxy": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "no_proxy": "",
+    "NO_PROXY": "",
+}
 
 
 @pytest.mark.slow
@@ -387,6 +439,7 @@ def test_making_a_gymnax_env_defers_its_renderers_plotting_modules():
         from gymnax.environments.misc import pong
         assert pong.sns.color_palette is seaborn.color_palette
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]

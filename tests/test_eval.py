@@ -23,8 +23,16 @@ from tests.helpers.cli import run_cli_in_process
 from tests.helpers.probe_envs import MatchContext, WalkEnv
 
 DISCRETE = EnvSpec((3,), np.dtype(np.float32), True, 3, (), np.dtype(np.int32))
-BOX = EnvSpec((3,), np.dtype(np.float32), False, 0, (2,), np.dtype(np.float32),
-              np.array([-1.0, -2.0], np.float32), np.array([1.0, 2.0], np.float32))
+BOX = EnvSpec(
+    (3,),
+    np.dtype(np.float32),
+    False,
+    0,
+    (2,),
+    np.dtype(np.float32),
+    np.array([-1.0, -2.0], np.float32),
+    np.array([1.0, 2.0], np.float32),
+)
 
 
 def _only_bias(params, bias):
@@ -90,8 +98,11 @@ def test_evaluator_returns_exactly_the_first_episode_of_each_env():
         walk = (clock.env_index % 2 == 1) & (clock.env_steps > 0)
         return walk.astype(jnp.int32), {}
 
-    evaluate = jax.jit(make_evaluator(_probe_agent(act=act), env, env.default_params,
-                                      EvalConfig(episodes=7, mode="sample")))
+    evaluate = jax.jit(
+        make_evaluator(
+            _probe_agent(act=act), env, env.default_params, EvalConfig(episodes=7, mode="sample")
+        )
+    )
     key = jax.random.key(0)
     returns, lengths = evaluate(None, key, 100)
     odd = np.arange(7) % 2 == 1
@@ -100,8 +111,14 @@ def test_evaluator_returns_exactly_the_first_episode_of_each_env():
     returns, lengths = evaluate(None, key, 0)  # the clock says the run's env steps
     np.testing.assert_array_equal(returns, np.full(7, 2.0))
 
-    capped = jax.jit(make_evaluator(_probe_agent(act=act), env, env.default_params,
-                                    EvalConfig(episodes=7, mode="sample", max_steps=2)))
+    capped = jax.jit(
+        make_evaluator(
+            _probe_agent(act=act),
+            env,
+            env.default_params,
+            EvalConfig(episodes=7, mode="sample", max_steps=2),
+        )
+    )
     returns, lengths = capped(None, key, 100)  # unfinished at the cap: the return so far
     np.testing.assert_array_equal(returns, np.where(odd, 3.0, 1.0))
     np.testing.assert_array_equal(lengths, np.full(7, 2))
@@ -110,8 +127,9 @@ def test_evaluator_returns_exactly_the_first_episode_of_each_env():
 def test_evaluator_on_match_context_reaches_the_known_optimum():
     env = MatchContext()
     optimal = _probe_agent(greedy=lambda params, obs: jnp.argmax(obs, axis=-1))
-    evaluate = jax.jit(make_evaluator(optimal, env, env.default_params,
-                                      EvalConfig(episodes=5, mode="greedy")))
+    evaluate = jax.jit(
+        make_evaluator(optimal, env, env.default_params, EvalConfig(episodes=5, mode="greedy"))
+    )
     returns, lengths = evaluate(None, jax.random.key(3), 0)
     episode_length = env.default_params.episode_length
     np.testing.assert_array_equal(returns, np.full(5, float(episode_length)))
@@ -124,8 +142,9 @@ def test_evaluator_normalises_with_the_given_frozen_statistics():
     contexts do not depend on the actions, those two returns add up to the optimum."""
     env = MatchContext()
     agent = _probe_agent(greedy=lambda params, obs: (obs[:, 1] > 0.5).astype(jnp.int32))
-    evaluate = jax.jit(make_evaluator(agent, env, env.default_params, EvalConfig(episodes=6),
-                                      normalize_obs=True))
+    evaluate = jax.jit(
+        make_evaluator(agent, env, env.default_params, EvalConfig(episodes=6), normalize_obs=True)
+    )
     key, ones = jax.random.key(4), jnp.ones(2)
 
     def stats(mean):
@@ -141,8 +160,9 @@ def test_evaluator_normalises_with_the_given_frozen_statistics():
 
 def test_obs_stats_come_from_a_normalising_env_state():
     assert obs_stats({"not": "normalised"}) is None
-    state = NormState(env_state=jnp.zeros((4, 2)), mean=jnp.arange(2.0), var=jnp.ones(2),
-                      count=jnp.float32(9.0))
+    state = NormState(
+        env_state=jnp.zeros((4, 2)), mean=jnp.arange(2.0), var=jnp.ones(2), count=jnp.float32(9.0)
+    )
     stats = obs_stats(state)
     assert stats.env_state is None
     np.testing.assert_array_equal(stats.mean, state.mean)
@@ -153,8 +173,7 @@ def test_evaluator_rejects_bad_arguments():
     with pytest.raises(ValueError, match="greedy"):
         make_evaluator(_probe_agent(), env, env.default_params, EvalConfig(episodes=2))
     with pytest.raises(ValueError, match="mode"):
-        make_evaluator(_probe_agent(), env, env.default_params,
-                       EvalConfig(episodes=2, mode="best"))
+        make_evaluator(_probe_agent(), env, env.default_params, EvalConfig(episodes=2, mode="best"))
 
 
 def test_eval_config_is_validated():
@@ -163,8 +182,14 @@ def test_eval_config_is_validated():
             jaxrl_async.load_config("ppo_cartpole", [override])
 
 
-SMALL = ["env.num_envs=4", "pipeline.rollout_len=32", "agent.hidden_sizes=[16,16]",
-         "train.total_steps=4096", "train.log_every=1024", "train.progress=false"]
+SMALL = [
+    "env.num_envs=4",
+    "pipeline.rollout_len=32",
+    "agent.hidden_sizes=[16,16]",
+    "train.total_steps=4096",
+    "train.log_every=1024",
+    "train.progress=false",
+]
 EVAL = ["eval.every=1500", "eval.episodes=4"]
 EVAL_KEYS = ("eval_return_mean", "eval_return_std", "eval_episodes", "eval_length_mean")
 
@@ -219,8 +244,11 @@ def test_eval_cli_repeats_the_runs_final_evaluation(eval_run, cli):
     out = cli("eval", str(run_dir))
     assert out.returncode == 0, out.stderr
     line = out.stdout.strip()
-    match = re.fullmatch(rf"{re.escape(str(run_dir))}: (\S+) ± (\S+) over 4 episodes "
-                         r"\(greedy, checkpoint at 4,096 env steps\)", line)
+    match = re.fullmatch(
+        rf"{re.escape(str(run_dir))}: (\S+) ± (\S+) over 4 episodes "
+        r"\(greedy, checkpoint at 4,096 env steps\)",
+        line,
+    )
     assert match, line
     saved = json.loads((run_dir / "eval.json").read_text())
     assert saved["env_steps"] == 4096 and saved["episodes"] == 4 and len(saved["returns"]) == 4
@@ -235,7 +263,7 @@ def test_evaluate_run_options(eval_run):
     assert (result["episodes"], result["mode"], result["seed"]) == (3, "sample", 5)
     assert len(result["returns"]) == 3 and all(1 <= n <= 500 for n in result["lengths"])
     assert result["return_mean"] == pytest.approx(np.mean(result["returns"]))
-    with pytest.raises(jaxrl_async.ConfigError, match="eval.episodes"):
+    with pytest.raises(jaxrl_async.ConfigError, match=r"eval.episodes"):
         evaluate_run(eval_run.run_dir, episodes=0)
 
 

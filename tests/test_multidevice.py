@@ -182,8 +182,13 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def runs():
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          env=subprocess_env(devices=4), timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(devices=4),
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -271,16 +276,16 @@ LEARNERS = [
 
 
 @pytest.mark.parametrize("name, metrics, state_atol", LEARNERS)
-def test_learn_on_two_devices_equals_one_device_on_the_whole_batch(runs, name, metrics,
-                                                                    state_atol):
+def test_learn_on_two_devices_equals_one_device_on_the_whole_batch(runs, name, metrics, state_atol):
     one, two = runs[f"learn/{name}"]["1"], runs[f"learn/{name}"]["2"]
     assert len(one) == len(two) >= 1
     for a, b in zip(one, two):
         np.testing.assert_allclose(b["state"], a["state"], rtol=0, atol=state_atol)
         np.testing.assert_allclose(b["priorities"], a["priorities"], rtol=1e-5, atol=1e-5)
         for key in metrics:
-            np.testing.assert_allclose(b["metrics"][key], a["metrics"][key], rtol=1e-5,
-                                       atol=1e-6, err_msg=key)
+            np.testing.assert_allclose(
+                b["metrics"][key], a["metrics"][key], rtol=1e-5, atol=1e-6, err_msg=key
+            )
     if name == "td3":  # the actor moves on the third update only (policy_delay 3)
         actor_loss = [step["metrics"]["actor_loss"] for step in one]
         assert actor_loss[2] != actor_loss[1], "update 3 should have moved the actor"

@@ -22,7 +22,9 @@ for i, cell in enumerate(cells):
         exec(compile("".join(cell["source"]), f"cell {i}", "exec"), namespace)
 """
 
-RUNNER = EXECUTE + """
+RUNNER = (
+    EXECUTE
+    + """
 print("RESULT", json.dumps({
     "cartpole_steps": int(namespace["result"].summary["env_steps"]) if "result" in namespace
     else None,
@@ -31,13 +33,20 @@ print("RESULT", json.dumps({
     "corridor_seeds": namespace["result"].summary["final_return_seeds"],
 }))
 """
+)
 
 
 @pytest.mark.slow  # a fresh process (or several) that compiles and trains
 def test_quickstart_notebook_runs(tmp_path):
     env = {**os.environ, "QUICKSTART_STEPS": "32768", "MPLBACKEND": "Agg"}
-    proc = subprocess.run([sys.executable, "-c", RUNNER, str(NOTEBOOK)], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(NOTEBOOK)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.split("RESULT", 1)[1])
     assert result["first"] == 16384 and result["resumed"] == 32768
@@ -47,7 +56,9 @@ def test_quickstart_notebook_runs(tmp_path):
     assert len(seeds) == 4 and np.sum(seeds > 0.9) >= 3 and np.median(seeds) > 0.9, seeds
 
 
-SWEEP_RUNNER = EXECUTE + """
+SWEEP_RUNNER = (
+    EXECUTE
+    + """
 result = namespace["result"]
 print("RESULT", json.dumps({
     "points": result.points, "best": result.best, "sweep_dir": str(result.sweep_dir),
@@ -55,18 +66,26 @@ print("RESULT", json.dumps({
               for i in range(len(result.points))],
 }))
 """
+)
 
 
 @pytest.mark.slow  # a fresh process that compiles and trains a 6-point x 4-seed sweep
 def test_sweep_notebook_runs(tmp_path):
     env = {**os.environ, "SWEEP_STEPS": "32768", "MPLBACKEND": "Agg"}
-    proc = subprocess.run([sys.executable, "-c", SWEEP_RUNNER, str(EXAMPLES / "sweep.ipynb")],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", SWEEP_RUNNER, str(EXAMPLES / "sweep.ipynb")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.split("RESULT", 1)[1])
     points = result["points"]
     assert [tuple(p["overrides"].values()) for p in points] == [
-        (lr, ent) for lr in (1e-4, 3e-4, 1e-3) for ent in (0.0, 0.01)]
+        (lr, ent) for lr in (1e-4, 3e-4, 1e-3) for ent in (0.0, 0.01)
+    ]
     assert all(len(s) == 4 for s in result["seeds"])
     means = [p["final_return_mean"] for p in points]
     assert result["best"] == int(np.argmax(means))

@@ -7,8 +7,16 @@ import pytest
 import yaml
 
 from jaxrl_async.cli import main
-from jaxrl_async.plot import (_band, _short_keys, group_runs, load_run, load_sweep, plot_runs,
-                              single_key_panel, sweep_bands)
+from jaxrl_async.plot import (
+    _band,
+    _short_keys,
+    group_runs,
+    load_run,
+    load_sweep,
+    plot_runs,
+    single_key_panel,
+    sweep_bands,
+)
 
 
 def _write_run(path, name, returns, sps=1000.0, seeds=None, config=None):
@@ -17,17 +25,24 @@ def _write_run(path, name, returns, sps=1000.0, seeds=None, config=None):
     path.mkdir(parents=True)
     with open(path / "metrics.jsonl", "w") as f:
         for i, ret in enumerate(returns):
-            record = {"env_steps": 100 * (i + 1), "wall_seconds": 0.5 * (i + 1),
-                      "episode_return": ret, "sps": sps}
+            record = {
+                "env_steps": 100 * (i + 1),
+                "wall_seconds": 0.5 * (i + 1),
+                "episode_return": ret,
+                "sps": sps,
+            }
             for k, seed_returns in enumerate(seeds if seeds is not None else []):
                 record[f"episode_return/seed{k}"] = seed_returns[i]
             f.write(json.dumps(record) + "\n")
     (path / "summary.json").write_text(json.dumps({"config": name}))
     if config is not None:
-        tree = {"name": name, "agent": {"name": "ppo", "learning_rate": 0.00025,
-                                        "hidden_sizes": [64, 64]},
-                "pipeline": {"devices": 0}, "checkpoint": {"every": 0},
-                "train": {"seed": 0, "total_steps": 1000, "progress": True}}
+        tree = {
+            "name": name,
+            "agent": {"name": "ppo", "learning_rate": 0.00025, "hidden_sizes": [64, 64]},
+            "pipeline": {"devices": 0},
+            "checkpoint": {"every": 0},
+            "train": {"seed": 0, "total_steps": 1000, "progress": True},
+        }
         for key, value in config.items():
             section, name_ = key.split(".")
             tree[section][name_] = value
@@ -47,8 +62,10 @@ def test_seeds_are_drawn_as_mean_and_band(tmp_path):
 
 
 def test_cli_plot_writes_a_png(tmp_path, capsys):
-    runs = [_write_run(tmp_path / f"seed{i}", "demo", [float(v) for v in np.arange(30) * (i + 1)])
-            for i in range(2)]
+    runs = [
+        _write_run(tmp_path / f"seed{i}", "demo", [float(v) for v in np.arange(30) * (i + 1)])
+        for i in range(2)
+    ]
     other = _write_run(tmp_path / "other", "other", [5.0] * 10)
     out = tmp_path / "plots" / "curves.png"
     assert main(["plot", *map(str, runs), str(other), "--out", str(out)]) == 0
@@ -62,20 +79,31 @@ def test_plot_of_a_directory_without_metrics_is_exit_2(tmp_path, capsys):
     assert main(["plot", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no metrics.jsonl" in err[0]
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017
         plot_runs([tmp_path], tmp_path / "x.png")
 
 
 def _groups(*run_dirs):
-    return [(label, [r["config"]["train.seed"] for r in runs])
-            for label, runs in group_runs([load_run(d) for d in run_dirs])]
+    return [
+        (label, [r["config"]["train.seed"] for r in runs])
+        for label, runs in group_runs([load_run(d) for d in run_dirs])
+    ]
 
 
 def test_runs_differing_in_seed_alone_are_one_group(tmp_path):
-    runs = [_write_run(tmp_path / f"s{seed}", "demo", [1.0, 2.0],
-                       config={"train.seed": seed, "train.progress": seed == 0,
-                               "checkpoint.every": 100 * seed})
-            for seed in range(3)]
+    runs = [
+        _write_run(
+            tmp_path / f"s{seed}",
+            "demo",
+            [1.0, 2.0],
+            config={
+                "train.seed": seed,
+                "train.progress": seed == 0,
+                "checkpoint.every": 100 * seed,
+            },
+        )
+        for seed in range(3)
+    ]
     assert _groups(*runs) == [("demo", [0, 1, 2])]
 
 
@@ -90,18 +118,23 @@ def test_runs_with_other_differences_are_labelled_by_them(tmp_path):
         ("demo (agent.learning_rate=0.00025, train.total_steps=1000)", [0, 1]),
         ("demo (agent.learning_rate=0.001, train.total_steps=1000)", [0]),
         ("demo (agent.learning_rate=0.00025, train.total_steps=2000)", [0]),
-        ("other", [0])]
+        ("other", [0]),
+    ]
     assert [label for label, _ in group_runs([load_run(lr), load_run(base)])] == [
-        "demo (agent.learning_rate=0.001)", "demo (agent.learning_rate=0.00025)"]
+        "demo (agent.learning_rate=0.001)",
+        "demo (agent.learning_rate=0.00025)",
+    ]
     assert [label for label, _ in group_runs([load_run(other), load_run(bare)])] == [
-        "other", "other (no config.yaml)"]
+        "other",
+        "other (no config.yaml)",
+    ]
     assert plot_runs([base, seed, lr, steps, other, bare], tmp_path / "c.png").stat().st_size
 
 
 def test_a_run_of_several_seeds_is_a_band_over_its_seeds(tmp_path):
     seeds = np.array([[1.0, 2.0, 3.0], [3.0, 6.0, 1.0], [2.0, 1.0, 8.0]])
     run = load_run(_write_run(tmp_path / "r", "demo", list(seeds.mean(0)), seeds=seeds))
-    x, mean, low, high = _band([run], "env_steps", "episode_return")
+    _x, mean, low, high = _band([run], "env_steps", "episode_return")
     np.testing.assert_allclose(mean, seeds.mean(0))
     np.testing.assert_allclose(low, seeds.min(0))
     np.testing.assert_allclose(high, seeds.max(0))
@@ -116,13 +149,20 @@ def _write_sweep(path, values, key="agent.learning_rate", seeds=3, extra=None, b
     for i, value in enumerate(values):
         overrides = {key: value, **(extra or {})}
         run_dir = f"{i:03d}_" + "_".join(f"{k}={v}" for k, v in overrides.items())
-        curves = np.array([[(i + 1) * (k + 1) * t for t in range(1, 6)] for k in range(seeds)],
-                          dtype=float)
+        curves = np.array(
+            [[(i + 1) * (k + 1) * t for t in range(1, 6)] for k in range(seeds)], dtype=float
+        )
         _write_run(path / run_dir, "demo", list(curves.mean(0)), seeds=curves)
-        points.append({"overrides": overrides, "final_return_mean": curves[:, -1].mean(),
-                       "final_return_std": curves[:, -1].std(),
-                       "final_return_seeds": list(curves[:, -1]), "auc": 1.0,
-                       "run_dir": run_dir})
+        points.append(
+            {
+                "overrides": overrides,
+                "final_return_mean": curves[:, -1].mean(),
+                "final_return_std": curves[:, -1].std(),
+                "final_return_seeds": list(curves[:, -1]),
+                "auc": 1.0,
+                "run_dir": run_dir,
+            }
+        )
         all_seeds.append(curves)
     (path / "sweep.json").write_text(json.dumps({"points": points, "best": best}))
     return all_seeds
@@ -131,8 +171,10 @@ def _write_sweep(path, values, key="agent.learning_rate", seeds=3, extra=None, b
 def test_a_sweep_is_one_band_per_point_over_its_seeds(tmp_path):
     seeds = _write_sweep(tmp_path, [0.003, 0.0003], extra={"agent.ent_coef": 0.01}, best=1)
     bands = sweep_bands(load_sweep(tmp_path))
-    assert [b["label"] for b in bands] == ["learning_rate=0.003, ent_coef=0.01",
-                                           "learning_rate=0.0003, ent_coef=0.01"]
+    assert [b["label"] for b in bands] == [
+        "learning_rate=0.003, ent_coef=0.01",
+        "learning_rate=0.0003, ent_coef=0.01",
+    ]
     for band, curves in zip(bands, seeds):
         np.testing.assert_array_equal(band["env_steps"], [100, 200, 300, 400, 500])
         np.testing.assert_allclose(band["mean"], curves.mean(0))
@@ -165,8 +207,10 @@ def test_a_sweep_of_two_keys_has_no_single_key_panel(tmp_path):
     sweep["points"][1]["overrides"]["replay.batch_size"] = 7
     assert single_key_panel(sweep) is None
     assert _short_keys(["agent.batch_size", "replay.batch_size", "train.seed"]) == {
-        "agent.batch_size": "agent.batch_size", "replay.batch_size": "replay.batch_size",
-        "train.seed": "seed"}
+        "agent.batch_size": "agent.batch_size",
+        "replay.batch_size": "replay.batch_size",
+        "train.seed": "seed",
+    }
 
 
 def test_cli_plots_a_sweep_directory(tmp_path, capsys):
@@ -181,14 +225,19 @@ def test_cli_plots_a_sweep_directory(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "small"), str(tmp_path / "big")]) == 2
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda s: "{not json", "cannot read"),
-    (lambda s: json.dumps({"points": []}), "no list of points"),
-    (lambda s: json.dumps({"points": [{"overrides": {}}]}), "needs overrides"),
-    (lambda s: json.dumps({**s, "best": 5}), "best=5"),
-    (lambda s: json.dumps({"points": [{**s["points"][0], "run_dir": "gone"}]}),
-     "which is missing"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: "{not json", "cannot read"),
+        (lambda s: json.dumps({"points": []}), "no list of points"),
+        (lambda s: json.dumps({"points": [{"overrides": {}}]}), "needs overrides"),
+        (lambda s: json.dumps({**s, "best": 5}), "best=5"),
+        (
+            lambda s: json.dumps({"points": [{**s["points"][0], "run_dir": "gone"}]}),
+            "which is missing",
+        ),
+    ],
+)
 def test_a_malformed_sweep_is_exit_2(tmp_path, capsys, change, message):
     _write_sweep(tmp_path, [1e-3], seeds=1)
     path = tmp_path / "sweep.json"

@@ -2,7 +2,6 @@
 network), masks, lag, sweeps, bad configs, learning CartPole (its resume is
 test_resume.py's, its devices test_multidevice.py's)."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,8 +24,7 @@ TINY = PQN_TINY
 
 
 def _param_names(params):
-    return {jax.tree_util.keystr(path) for path, _ in
-            jax.tree_util.tree_leaves_with_path(params)}
+    return {jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(params)}
 
 
 def test_q_network_has_a_layer_norm_after_every_hidden_layer():
@@ -39,24 +37,37 @@ def test_q_network_has_a_layer_norm_after_every_hidden_layer():
         for leaf in ("scale", "bias"):
             assert f"['params']['MLP_0']['LayerNorm_{layer}']['{leaf}']" in names, names
     assert not any("LayerNorm_2" in n for n in names)
-    plain = make_pqn(PQNConfig(hidden_sizes=(8, 8), layer_norm=False),
-                     BuildContext(spec, 4, 16, 1))
+    plain = make_pqn(PQNConfig(hidden_sizes=(8, 8), layer_norm=False), BuildContext(spec, 4, 16, 1))
     plain_names = _param_names(jax.eval_shape(plain.init, jax.random.key(0)).params)
     assert not any("LayerNorm" in n for n in plain_names)
 
     # The conv torso normalises every conv layer's output too (over its channels).
     image = MaskedImageMatch()
-    cnn = make_pqn(PQNConfig(hidden_sizes=(8,), torso="cnn", cnn_channels=(4, 4),
-                             cnn_kernels=(3, 3), cnn_strides=(1, 1)),
-                   BuildContext(check_env(image, image.default_params), 4, 16, 1))
+    cnn = make_pqn(
+        PQNConfig(
+            hidden_sizes=(8,),
+            torso="cnn",
+            cnn_channels=(4, 4),
+            cnn_kernels=(3, 3),
+            cnn_strides=(1, 1),
+        ),
+        BuildContext(check_env(image, image.default_params), 4, 16, 1),
+    )
     params = jax.eval_shape(cnn.init, jax.random.key(0)).params["params"]
     conv_norms = [params["Encoder_0"][f"LayerNorm_{i}"]["scale"].shape for i in (0, 1)]
     assert conv_norms == [(4,), (4,)]
     assert params["MLP_0"]["LayerNorm_0"]["scale"].shape == (8,)
 
 
-WALK_CONFIG = PQNConfig(hidden_sizes=(8,), gamma=0.9, q_lambda=0.7, reward_scale=0.5,
-                        num_epochs=1, num_minibatches=1, anneal_lr=False)
+WALK_CONFIG = PQNConfig(
+    hidden_sizes=(8,),
+    gamma=0.9,
+    q_lambda=0.7,
+    reward_scale=0.5,
+    num_epochs=1,
+    num_minibatches=1,
+    anneal_lr=False,
+)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +76,8 @@ def walk():
     whose episodes end by termination and by truncation within the rollout."""
     built = []
     pipeline, state, traj = walk_rollout(
-        lambda ctx: built.append(make_pqn(WALK_CONFIG, ctx)) or built[0], 16, 4)
+        lambda ctx: built.append(make_pqn(WALK_CONFIG, ctx)) or built[0], 16, 4
+    )
     return built[0], jax.jit(pipeline.learn), state.learner, traj
 
 
@@ -77,27 +89,45 @@ def test_targets_are_q_lambda_of_the_online_network_and_learn_fits_them(walk):
     agent, learn, learner, traj = walk
     config, (T, B) = WALK_CONFIG, traj.reward.shape
     assert isinstance(learner, PQNState)
-    assert [f for f in learner.__dataclass_fields__] == ["params", "opt_state", "hparams"]
+    assert list(learner.__dataclass_fields__) == ["params", "opt_state", "hparams"]
     terminated, truncated = np.asarray(traj.terminated), np.asarray(traj.truncated)
     assert (truncated & ~terminated).any() and terminated.any(), "need both kinds of ending"
 
     apply = jax.jit(QNetwork(2, config.torso_spec()._replace(layer_norm=True)).apply)
-    q = lambda obs: np.asarray(apply(learner.params, np.asarray(obs).reshape(-1, 2))  # noqa: E731
-                               ).reshape(T, B, 2)
+    q = lambda obs: np.asarray(  # noqa: E731
+        apply(learner.params, np.asarray(obs).reshape(-1, 2))
+    ).reshape(T, B, 2)
     rewards = (config.reward_scale * np.asarray(traj.reward)).tolist()
-    expected = q_lambda_reference(rewards, terminated.tolist(), truncated.tolist(),
-                                  q(traj.next_obs).tolist(), config.gamma, config.q_lambda)
+    expected = q_lambda_reference(
+        rewards,
+        terminated.tolist(),
+        truncated.tolist(),
+        q(traj.next_obs).tolist(),
+        config.gamma,
+        config.q_lambda,
+    )
     batch = jax.jit(agent.targets)(learner, jax.tree.map(np.asarray, traj))
     np.testing.assert_allclose(np.asarray(batch["target"]), expected, rtol=1e-5, atol=1e-5)
 
     q_taken = np.take_along_axis(q(traj.obs), np.asarray(traj.action)[..., None], -1)[..., 0]
     loss = lambda target: 0.5 * np.mean((target - q_taken) ** 2)  # noqa: E731
-    no_bootstrap = q_lambda_reference(rewards, (terminated | truncated).tolist(),
-                                      truncated.tolist(), q(traj.next_obs).tolist(),
-                                      config.gamma, config.q_lambda)
+    no_bootstrap = q_lambda_reference(
+        rewards,
+        (terminated | truncated).tolist(),
+        truncated.tolist(),
+        q(traj.next_obs).tolist(),
+        config.gamma,
+        config.q_lambda,
+    )
     reset_obs = np.concatenate([np.asarray(traj.obs)[1:], np.asarray(traj.next_obs)[-1:]])
-    from_reset = q_lambda_reference(rewards, terminated.tolist(), truncated.tolist(),
-                                    q(reset_obs).tolist(), config.gamma, config.q_lambda)
+    from_reset = q_lambda_reference(
+        rewards,
+        terminated.tolist(),
+        truncated.tolist(),
+        q(reset_obs).tolist(),
+        config.gamma,
+        config.q_lambda,
+    )
     for wrong in (no_bootstrap, from_reset):
         assert abs(loss(wrong) - loss(expected)) > 1e-3 * loss(expected)
 
@@ -107,8 +137,10 @@ def test_targets_are_q_lambda_of_the_online_network_and_learn_fits_them(walk):
     # The actor's epsilon at each step's clock (4 envs a step), averaged over the rollout.
     schedule = 1.0 - 0.95 * 4 * np.arange(T) / config.epsilon_decay_steps
     assert float(metrics["epsilon"]) == pytest.approx(schedule.mean(), rel=1e-6)
-    moved = max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in
-                zip(jax.tree.leaves(new.params), jax.tree.leaves(learner.params)))
+    moved = max(
+        float(np.abs(np.asarray(a) - np.asarray(b)).max())
+        for a, b in zip(jax.tree.leaves(new.params), jax.tree.leaves(learner.params))
+    )
     assert moved > 0
 
 
@@ -118,8 +150,7 @@ def test_masked_actions_are_never_taken_nor_bootstrapped_from():
     ignores it."""
     env = MaskedImageMatch()
     spec = check_env(env, env.default_params)
-    config = PQNConfig(hidden_sizes=(8,), torso="cnn", cnn_channels=(4,), q_lambda=0.0,
-                       gamma=0.5)
+    config = PQNConfig(hidden_sizes=(8,), torso="cnn", cnn_channels=(4,), q_lambda=0.0, gamma=0.5)
     agent = make_pqn(config, BuildContext(spec, 256, 1, 1))
     net = QNetwork(3, config.torso_spec()._replace(layer_norm=True))
 
@@ -128,18 +159,29 @@ def test_masked_actions_are_never_taken_nor_bootstrapped_from():
         init_key, reset_key, act_key = jax.random.split(key, 3)
         learner = agent.init(init_key)
         head = learner.params["params"]["Dense_0"]  # the Q head
-        params = {"params": {**learner.params["params"],
-                             "Dense_0": {**head, "bias": head["bias"].at[2].add(100.0)}}}
-        obs, _ = jax.vmap(env.reset, (0, None))(jax.random.split(reset_key, 256),
-                                                env.default_params)
+        params = {
+            "params": {
+                **learner.params["params"],
+                "Dense_0": {**head, "bias": head["bias"].at[2].add(100.0)},
+            }
+        }
+        obs, _ = jax.vmap(env.reset, (0, None))(
+            jax.random.split(reset_key, 256), env.default_params
+        )
         clock = ActorClock(jnp.int32(0), jnp.arange(256), 256)
         sampled, extras = agent.act(params, obs, jax.random.split(act_key, 256), clock)
         # One step per env, no episode ending: lambda 0 gives r + gamma max_a Q(x', a).
         one = lambda x: x[None]  # noqa: E731
         traj = jaxrl_async.types.Transition(
-            jax.tree.map(one, obs), one(sampled), jnp.ones((1, 256)),
-            jnp.zeros((1, 256), bool), jnp.zeros((1, 256), bool), jax.tree.map(one, obs),
-            extras, jnp.zeros((1, 256), jnp.int32))
+            jax.tree.map(one, obs),
+            one(sampled),
+            jnp.ones((1, 256)),
+            jnp.zeros((1, 256), bool),
+            jnp.zeros((1, 256), bool),
+            jax.tree.map(one, obs),
+            extras,
+            jnp.zeros((1, 256), jnp.int32),
+        )
         target = agent.targets(learner.replace(params=params), traj)["target"][0]
         raw = net.apply(params, {**obs, "action_mask": jnp.ones_like(obs["action_mask"])})
         return sampled, agent.greedy(params, obs), extras["epsilon"], target, raw
@@ -152,15 +194,18 @@ def test_masked_actions_are_never_taken_nor_bootstrapped_from():
     np.testing.assert_allclose(target, 1.0 + 0.5 * best_legal, rtol=1e-5)
 
 
-@pytest.mark.parametrize("override, key", [
-    ("agent.q_lambda=1.5", "agent.q_lambda"),
-    ("agent.gamma=-0.1", "agent.gamma"),
-    ("agent.epsilon_end=2", "agent.epsilon_end"),
-    ("agent.epsilon_decay_steps=0", "agent.epsilon_decay_steps"),
-    ("agent.num_minibatches=5", "agent.num_minibatches"),
-    ("agent.reward_scale=0", "agent.reward_scale"),
-    ("agent.memory=gru", "agent.memory"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("agent.q_lambda=1.5", "agent.q_lambda"),
+        ("agent.gamma=-0.1", "agent.gamma"),
+        ("agent.epsilon_end=2", "agent.epsilon_end"),
+        ("agent.epsilon_decay_steps=0", "agent.epsilon_decay_steps"),
+        ("agent.num_minibatches=5", "agent.num_minibatches"),
+        ("agent.reward_scale=0", "agent.reward_scale"),
+        ("agent.memory=gru", "agent.memory"),
+    ],
+)
 def test_bad_pqn_config_is_one_line_config_error(override, key):
     with pytest.raises(ConfigError) as info:
         jaxrl_async.load_config("pqn_cartpole", [override])
@@ -175,8 +220,7 @@ def test_pqn_rejects_continuous_actions():
 
 
 def test_cli_bad_pqn_value_exits_2_with_one_line(tmp_path):
-    code, stderr = run_cli_in_process("train", "pqn_cartpole", "agent.q_lambda=-0.5",
-                                      cwd=tmp_path)
+    code, stderr = run_cli_in_process("train", "pqn_cartpole", "agent.q_lambda=-0.5", cwd=tmp_path)
     assert code == 2, (code, stderr[-2000:])
     lines = stderr.splitlines()
     assert lines == ["jaxrl-async: error: agent.q_lambda must be in [0, 1], got -0.5"], lines
@@ -206,8 +250,13 @@ def test_learn_reads_every_sweepable_value_from_the_learner_state(walk):
     key = jax.random.key(2)
 
     def run(**values):  # placed as the state's own (another sharding would recompile learn)
-        hparams = {**learner.hparams, **{k: jax.device_put(
-            jnp.float32(v), learner.hparams[k].sharding) for k, v in values.items()}}
+        hparams = {
+            **learner.hparams,
+            **{
+                k: jax.device_put(jnp.float32(v), learner.hparams[k].sharding)
+                for k, v in values.items()
+            },
+        }
         new, metrics = learn(learner.replace(hparams=hparams), traj, key)
         flat = np.concatenate([np.ravel(x) for x in jax.tree.leaves(new.params)])
         return flat, {k: float(v) for k, v in metrics.items()}
@@ -232,8 +281,11 @@ def test_learn_reads_every_sweepable_value_from_the_learner_state(walk):
 # fails rarely on another CPU's float bits); half the budget leaves too many short.
 @pytest.mark.slow
 def test_pqn_solves_cartpole(prng="auto"):
-    result = jaxrl_async.train(jaxrl_async.load_config(
-        "pqn_cartpole", ["train.num_seeds=6", f"train.prng={prng}", "train.progress=false"]))
+    result = jaxrl_async.train(
+        jaxrl_async.load_config(
+            "pqn_cartpole", ["train.num_seeds=6", f"train.prng={prng}", "train.progress=false"]
+        )
+    )
     assert_learns(result, 475.0, min_passing=4)
     assert np.all(curves(result)[:, 0] < 100), "the first log point should be far from solved"
     for key in ("loss", "q_mean", "target_mean", "td_abs_mean", "grad_norm", "epsilon"):

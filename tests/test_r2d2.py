@@ -29,15 +29,22 @@ from tests.helpers.learning import assert_learns
 
 
 def test_value_rescaling_and_its_inverse_invert_each_other():
-    x = np.concatenate([np.linspace(-1e4, 1e4, 2001), np.linspace(-2, 2, 401),
-                        np.random.default_rng(0).normal(scale=50, size=1000)]).astype(np.float32)
+    x = np.concatenate(
+        [
+            np.linspace(-1e4, 1e4, 2001),
+            np.linspace(-2, 2, 401),
+            np.random.default_rng(0).normal(scale=50, size=1000),
+        ]
+    ).astype(np.float32)
     eps = 1e-3
     h = np.sign(x) * (np.sqrt(np.abs(x.astype(np.float64)) + 1) - 1) + eps * x
     np.testing.assert_allclose(value_rescale(jnp.asarray(x), eps), h, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(value_rescale_inv(value_rescale(jnp.asarray(x), eps), eps), x,
-                               rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(value_rescale(value_rescale_inv(jnp.asarray(x), eps), eps), x,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        value_rescale_inv(value_rescale(jnp.asarray(x), eps), eps), x, rtol=1e-4, atol=1e-4
+    )
+    np.testing.assert_allclose(
+        value_rescale(value_rescale_inv(jnp.asarray(x), eps), eps), x, rtol=1e-5, atol=1e-5
+    )
     assert float(value_rescale_inv(jnp.float32(0.0), eps)) == 0.0
 
 
@@ -54,25 +61,30 @@ OBS, ACTIONS, L, B = 3, 2, 8, 5
 def random_sequences(seed, batch=B, length=L, size=4):
     rng = np.random.default_rng(seed)
     f = lambda *s: jnp.asarray(rng.normal(size=s), jnp.float32)  # noqa: E731
-    return Sequence(obs=f(batch, length, OBS), action=jnp.asarray(rng.integers(0, ACTIONS, (
-        batch, length)), jnp.int32), reward=f(batch, length),
+    return Sequence(
+        obs=f(batch, length, OBS),
+        action=jnp.asarray(rng.integers(0, ACTIONS, (batch, length)), jnp.int32),
+        reward=f(batch, length),
         terminated=jnp.asarray(rng.random((batch, length)) < 0.1),
         truncated=jnp.asarray(rng.random((batch, length)) < 0.1),
         next_obs=f(batch, length, OBS),
         episode_start=jnp.asarray(rng.random((batch, length)) < 0.2),
-        carry=f(batch, size))
+        carry=f(batch, size),
+    )
 
 
 @pytest.fixture(scope="module")
 def small_net():
-    config = R2D2Config(hidden_sizes=(8,), memory_size=4, sequence_length=L, burn_in=3,
-                        sequence_overlap=0,
-                        n_step=2)
+    config = R2D2Config(
+        hidden_sizes=(8,), memory_size=4, sequence_length=L, burn_in=3, sequence_overlap=0, n_step=2
+    )
     net = RecurrentQNetwork(config.torso_spec(), config.memory_spec(), ACTIONS)
-    params = net.init(jax.random.key(0), initial_carry(config.memory_spec(), 1),
-                      jnp.zeros((1, OBS)))
-    target = net.init(jax.random.key(1), initial_carry(config.memory_spec(), 1),
-                      jnp.zeros((1, OBS)))
+    params = net.init(
+        jax.random.key(0), initial_carry(config.memory_spec(), 1), jnp.zeros((1, OBS))
+    )
+    target = net.init(
+        jax.random.key(1), initial_carry(config.memory_spec(), 1), jnp.zeros((1, OBS))
+    )
     return config, net, params, target
 
 
@@ -96,8 +108,9 @@ def test_burn_in_steps_carry_no_gradient(small_net):
     # ...while the burn-in does set the carry the trained steps start from.
     assert not np.isclose(float(loss_of(seq)), float(loss_of(seq._replace(carry=seq.carry + 1))))
     # Rewards and flags of burn-in steps are not targets.
-    other = seq._replace(reward=seq.reward.at[:K].add(5.0),
-                         terminated=seq.terminated.at[:K].set(True))
+    other = seq._replace(
+        reward=seq.reward.at[:K].add(5.0), terminated=seq.terminated.at[:K].set(True)
+    )
     np.testing.assert_array_equal(loss_of(other), loss_of(seq))
 
 
@@ -110,20 +123,29 @@ def test_priorities_are_eta_max_plus_mean_of_the_trained_steps_td(small_net):
 
     @jax.jit
     def priorities(seq, weights):
-        return [sequence_loss(net, dataclasses.replace(config, priority_eta=eta), params,
-                              target, seq, weights)[1] for eta in (0.9, 1.0, 0.0)]
+        return [
+            sequence_loss(
+                net, dataclasses.replace(config, priority_eta=eta), params, target, seq, weights
+            )[1]
+            for eta in (0.9, 1.0, 0.0)
+        ]
 
     (metrics, got), (_, td_max), (_, td_mean) = priorities(seq, jnp.ones(B))
-    np.testing.assert_allclose(got, 0.9 * np.asarray(td_max) + 0.1 * np.asarray(td_mean),
-                               rtol=1e-5)
+    np.testing.assert_allclose(got, 0.9 * np.asarray(td_max) + 0.1 * np.asarray(td_mean), rtol=1e-5)
     np.testing.assert_allclose(metrics["td_abs_mean"], np.mean(td_mean), rtol=1e-5)
     assert np.all(np.asarray(td_max) > np.asarray(td_mean))
     # The batch reversed and weighted differently: each sequence keeps its priority.
-    flipped = seq._replace(**{k: jax.tree.map(lambda x: x[:, ::-1], v)
-                              for k, v in seq._asdict().items() if k != "carry"},
-                           carry=seq.carry[::-1])
-    np.testing.assert_allclose(priorities(flipped, jnp.linspace(0.1, 1, B))[0][1], got[::-1],
-                               rtol=1e-5)
+    flipped = seq._replace(
+        **{
+            k: jax.tree.map(lambda x: x[:, ::-1], v)
+            for k, v in seq._asdict().items()
+            if k != "carry"
+        },
+        carry=seq.carry[::-1],
+    )
+    np.testing.assert_allclose(
+        priorities(flipped, jnp.linspace(0.1, 1, B))[0][1], got[::-1], rtol=1e-5
+    )
 
 
 @pytest.mark.slow
@@ -139,30 +161,38 @@ def test_sequences_are_cut_across_ticks_with_their_stored_carry():
         reward=jnp.arange(steps * 2, dtype=jnp.float32).reshape(steps, 2),
         terminated=jnp.asarray(rng.random((steps, 2)) < 0.1),
         truncated=jnp.zeros((steps, 2), bool),
-        next_obs=jnp.asarray(rng.normal(size=(steps, 2, 3)), jnp.float32), extras={},
+        next_obs=jnp.asarray(rng.normal(size=(steps, 2, 3)), jnp.float32),
+        extras={},
         version=jnp.zeros((steps, 2), jnp.int32),
-        memory=Memory(jnp.asarray(rng.normal(size=(steps, 2, 4)), jnp.float32),
-                      jnp.asarray(rng.random((steps, 2)) < 0.2)))
-    stage = make_replay_stage(ReplayUse(3, 0.9, 1, length, overlap),
-                              ReplayConfig(kind="prioritized", capacity=64), 1, 1000)
+        memory=Memory(
+            jnp.asarray(rng.normal(size=(steps, 2, 4)), jnp.float32),
+            jnp.asarray(rng.random((steps, 2)) < 0.2),
+        ),
+    )
+    stage = make_replay_stage(
+        ReplayUse(3, 0.9, 1, length, overlap),
+        ReplayConfig(kind="prioritized", capacity=64),
+        1,
+        1000,
+    )
     assert stage.carried == overlap  # the window keeps the last L - stride steps
-    window = jax.tree.map(lambda x: x[:T + stage.carried], stream)
+    window = jax.tree.map(lambda x: x[: T + stage.carried], stream)
     replay = stage.init(stage.example(window))
     store, advance = jax.jit(stage.store), jax.jit(stage.advance)
     for i in range(n_ticks):
         replay = store(replay, window)
-        window = advance(window, jax.tree.map(lambda x: x[T + stage.carried + i * T:][:T],
-                                              stream))
+        window = advance(window, jax.tree.map(lambda x: x[T + stage.carried + i * T :][:T], stream))
     stride = length - overlap
     count = n_ticks * (T // stride) * 2
     assert int(replay.ring.size) == count
     items = jax.tree.map(lambda x: np.asarray(x[:count]), replay.ring.items)
     for k in range(count):  # time-major: start index, then env
         start, env = (k // 2) * stride, k % 2
-        np.testing.assert_array_equal(items.reward[k], stream.reward[start:start + length, env])
-        np.testing.assert_array_equal(items.obs[k], stream.obs[start:start + length, env])
-        np.testing.assert_array_equal(items.episode_start[k],
-                                      stream.memory.episode_start[start:start + length, env])
+        np.testing.assert_array_equal(items.reward[k], stream.reward[start : start + length, env])
+        np.testing.assert_array_equal(items.obs[k], stream.obs[start : start + length, env])
+        np.testing.assert_array_equal(
+            items.episode_start[k], stream.memory.episode_start[start : start + length, env]
+        )
         np.testing.assert_array_equal(items.carry[k], stream.memory.carry[start, env])
 
 
@@ -170,11 +200,11 @@ TINY = R2D2_TINY
 
 
 def test_config_errors():
-    with pytest.raises(jaxrl_async.ConfigError, match="does not divide pipeline.rollout_len"):
+    with pytest.raises(jaxrl_async.ConfigError, match=r"does not divide pipeline.rollout_len"):
         jaxrl_async.load_config("r2d2_cartpole_masked", ["agent.sequence_overlap=7"])
-    with pytest.raises(jaxrl_async.ConfigError, match="agent.memory"):
+    with pytest.raises(jaxrl_async.ConfigError, match=r"agent.memory"):
         jaxrl_async.load_config("r2d2_cartpole_masked", ["agent.memory=none"])
-    with pytest.raises(jaxrl_async.ConfigError, match="agent.burn_in"):
+    with pytest.raises(jaxrl_async.ConfigError, match=r"agent.burn_in"):
         jaxrl_async.load_config("r2d2_cartpole_masked", ["agent.burn_in=20"])
 
 
@@ -185,8 +215,9 @@ def test_r2d2_learns_masked_cartpole():
     masked. One log point is too noisy to assert on (its episodes run under epsilon 0.05,
     and a seed that has solved can dip far below 300 for a point); the mean of the last
     five clears the threshold on every seed with margin."""
-    config = jaxrl_async.load_config("r2d2_cartpole_masked", [
-        "train.num_seeds=3", "train.progress=false"])
+    config = jaxrl_async.load_config(
+        "r2d2_cartpole_masked", ["train.num_seeds=3", "train.progress=false"]
+    )
     assert config.env.mask_obs == (1, 3)
     result = jaxrl_async.train(config)
     assert_learns(result, 300.0, min_passing=2, last=5)
@@ -202,9 +233,18 @@ def test_at_lag0_replayed_sequences_reproduce_the_actor(memory="lstm"):
     steps is the carry stored with the env's next sequence."""
     from jaxrl_async.agents.r2d2 import Unroller
 
-    config = jaxrl_async.load_config("r2d2_cartpole_masked", TINY[:-1] + [
-        "pipeline.lag=0", f"agent.memory={memory}", "agent.epsilon_start=0.0",
-        "agent.epsilon_end=0.0", "replay.capacity=512", "replay.learning_starts=100000"])
+    config = jaxrl_async.load_config(
+        "r2d2_cartpole_masked",
+        TINY[:-1]
+        + [
+            "pipeline.lag=0",
+            f"agent.memory={memory}",
+            "agent.epsilon_start=0.0",
+            "agent.epsilon_end=0.0",
+            "replay.capacity=512",
+            "replay.learning_starts=100000",
+        ],
+    )
     result = jaxrl_async.train(config)
     assert int(result.state.learner.steps) == 0
     count, envs, stride = int(result.state.replay.ring.size[0]), 4, 8 - 4
@@ -217,7 +257,8 @@ def test_at_lag0_replayed_sequences_reproduce_the_actor(memory="lstm"):
     h, carries = jax.jit(unroller.unroll)(items.carry, seq.obs, seq.episode_start)
     q = unroller.q(h, seq.obs)
     np.testing.assert_array_equal(np.argmax(np.asarray(q), -1), np.asarray(seq.action))
-    after_stride = jax.tree.map(lambda c: np.asarray(c[stride - 1, :count - envs]), carries)
+    after_stride = jax.tree.map(lambda c: np.asarray(c[stride - 1, : count - envs]), carries)
     next_stored = jax.tree.map(lambda c: np.asarray(c[envs:]), items.carry)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), after_stride,
-                 next_stored)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), after_stride, next_stored
+    )

@@ -16,11 +16,25 @@ CAPACITY = 3001  # a size no other array in these programs has
 
 CASES = {
     # one env, one step a tick: the store is a one-row dynamic-update-slice
-    "sac": ("sac_pendulum", ["env.num_envs=1", "agent.updates_per_tick=1",
-                             "agent.hidden_sizes=[8]", "replay.batch_size=16"]),
-    "dqn_prioritized": ("dqn_cartpole", ["env.num_envs=1", "pipeline.rollout_len=1",
-                                         "agent.updates_per_tick=2", "agent.hidden_sizes=[8]",
-                                         "replay.batch_size=16"]),
+    "sac": (
+        "sac_pendulum",
+        [
+            "env.num_envs=1",
+            "agent.updates_per_tick=1",
+            "agent.hidden_sizes=[8]",
+            "replay.batch_size=16",
+        ],
+    ),
+    "dqn_prioritized": (
+        "dqn_cartpole",
+        [
+            "env.num_envs=1",
+            "pipeline.rollout_len=1",
+            "agent.updates_per_tick=2",
+            "agent.hidden_sizes=[8]",
+            "replay.batch_size=16",
+        ],
+    ),
 }
 
 
@@ -28,8 +42,9 @@ CASES = {
 @pytest.mark.slow
 def test_chunk_copies_no_replay_array(case):
     name, overrides = CASES[case]
-    config = jaxrl_async.load_config(name, overrides + [f"replay.capacity={CAPACITY}",
-                                                        "replay.learning_starts=4"])
+    config = jaxrl_async.load_config(
+        name, overrides + [f"replay.capacity={CAPACITY}", "replay.learning_starts=4"]
+    )
     pipeline, _ = build_pipeline(config)
     key = jax.random.key(0, impl=config.prng_impl)
     state = jax.jit(pipeline.init).lower(key).out_info

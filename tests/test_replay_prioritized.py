@@ -121,8 +121,13 @@ def test_descent_never_lands_on_a_zero_leaf_even_at_the_boundaries(bits):
     tree = sum_tree.rebuild(jnp.asarray(leaves), bits)
     total = np.float32(sum_tree.total(tree))
     boundaries = np.cumsum(leaves, dtype=np.float32)
-    targets = np.concatenate([boundaries, np.nextafter(boundaries, np.float32(0)),
-                              [0.0, total, np.nextafter(total, np.float32(np.inf)), 2 * total]])
+    targets = np.concatenate(
+        [
+            boundaries,
+            np.nextafter(boundaries, np.float32(0)),
+            [0.0, total, np.nextafter(total, np.float32(np.inf)), 2 * total],
+        ]
+    )
     found, mass = jax.jit(sum_tree.descend)(tree, jnp.asarray(targets, jnp.float32))
     assert (leaves[np.asarray(found)] > 0).all()
     np.testing.assert_array_equal(np.asarray(mass), leaves[np.asarray(found)])
@@ -157,8 +162,9 @@ def test_probabilities_and_weights_match_numpy():
     drawn = np.asarray(sample.indices)
     probabilities = expected_probabilities(priorities, alpha)
     np.testing.assert_allclose(np.asarray(sample.probabilities), probabilities[drawn], rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(sample.weights),
-                               reference_weights(probabilities, drawn, beta, filled), rtol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(sample.weights), reference_weights(probabilities, drawn, beta, filled), rtol=1e-5
+    )
     assert float(sample.weights.max()) <= 1.0
     # One stratified draw per 1/256 of the mass: the indices come out sorted.
     assert (np.diff(drawn) >= 0).all()
@@ -175,8 +181,9 @@ def test_update_with_duplicates_takes_the_largest_whatever_the_order():
     expected = np.ones(capacity)
     expected[filled:] = 0.0
     expected[[3, 7, 12, 29]] = [9.0, 5.0, 0.5, 3.0]
-    np.testing.assert_allclose(np.asarray(updated.tree.leaves)[:capacity], expected ** alpha,
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(updated.tree.leaves)[:capacity], expected**alpha, rtol=1e-6
+    )
     assert float(updated.max_priority) == 9.0  # the ignored 8.0, 7.0, 6.0 do not count
     assert_tree_is_exact(updated.tree)
     for _ in range(3):
@@ -299,8 +306,10 @@ def test_validation_errors():
 
 # --- sharding: D shards, each holding capacity/D and drawing batch/D -------------------------
 
-SHARD_PRIORITIES = [np.linspace(0.5, 3.0, 24, dtype=np.float32),
-                    np.concatenate([np.zeros(4), np.geomspace(0.01, 30.0, 16)]).astype(np.float32)]
+SHARD_PRIORITIES = [
+    np.linspace(0.5, 3.0, 24, dtype=np.float32),
+    np.concatenate([np.zeros(4), np.geomspace(0.01, 30.0, 16)]).astype(np.float32),
+]
 
 
 def sharded_buffers(priorities=SHARD_PRIORITIES, alpha=0.6):
@@ -319,7 +328,8 @@ def sharded_step(state, key, new_priorities):
 
 def run_sharded_with_vmap(state, key, new_priorities):
     return jax.vmap(sharded_step, in_axes=(0, None, 0), axis_name="data")(
-        state, key, new_priorities)
+        state, key, new_priorities
+    )
 
 
 def shard_new_priorities():
@@ -341,8 +351,9 @@ def test_sharded_sample_reports_the_true_probability_of_each_draw():
         drawn = np.asarray(sample.indices[d])
         assert (SHARD_PRIORITIES[d][drawn] > 0).all()
         np.testing.assert_allclose(np.asarray(sample.probabilities[d]), true_p[d][drawn], rtol=1e-5)
-        np.testing.assert_allclose(np.asarray(sample.weights[d]),
-                                   (size * true_p[d][drawn]) ** -beta / w_max, rtol=1e-5)
+        np.testing.assert_allclose(
+            np.asarray(sample.weights[d]), (size * true_p[d][drawn]) ** -beta / w_max, rtol=1e-5
+        )
         # Shard d draws exactly what its own unsharded buffer draws with the folded-in key.
         local = jax.tree.map(lambda x: x[d], state)
         alone = draw(local, jax.random.fold_in(key, d), 64, beta)
@@ -350,8 +361,8 @@ def test_sharded_sample_reports_the_true_probability_of_each_draw():
     # The running max priority is shared: both shards' new items got 50.
     assert np.asarray(new_state.max_priority).tolist() == [50.0, 50.0]
     for d, p in enumerate(SHARD_PRIORITIES):
-        new_slots = np.asarray(new_state.tree.leaves[d])[len(p):len(p) + 2]
-        np.testing.assert_allclose(new_slots, 50.0 ** alpha, rtol=1e-6)
+        new_slots = np.asarray(new_state.tree.leaves[d])[len(p) : len(p) + 2]
+        np.testing.assert_allclose(new_slots, 50.0**alpha, rtol=1e-6)
 
 
 def test_shards_of_equal_mass_report_the_unsharded_probabilities_and_weights():
@@ -359,16 +370,26 @@ def test_shards_of_equal_mass_report_the_unsharded_probabilities_and_weights():
     alpha, beta = 0.6, 0.5
     halves = [SHARD_PRIORITIES[1], SHARD_PRIORITIES[1][::-1].copy()]
     state = sharded_buffers(halves, alpha)
-    sample = jax.jit(jax.vmap(lambda s, k: prioritized.sample(s, k, 64, beta, axis_name="data"),
-                              in_axes=(0, None), axis_name="data"))(state, jax.random.key(12))
+    sample = jax.jit(
+        jax.vmap(
+            lambda s, k: prioritized.sample(s, k, 64, beta, axis_name="data"),
+            in_axes=(0, None),
+            axis_name="data",
+        )
+    )(state, jax.random.key(12))
     whole = filled_buffer(64, np.concatenate(halves), alpha)  # the same items in one buffer
     everything = draw(whole, jax.random.key(13), 4096, beta)
-    by_item = dict(zip(np.asarray(everything.indices).tolist(),
-                       zip(np.asarray(everything.probabilities), np.asarray(everything.weights))))
+    by_item = dict(
+        zip(
+            np.asarray(everything.indices).tolist(),
+            zip(np.asarray(everything.probabilities), np.asarray(everything.weights)),
+        )
+    )
     checked = 0
     for d in range(2):
-        for local, p, w in zip(*(np.asarray(x[d]) for x in (sample.indices, sample.probabilities,
-                                                            sample.weights))):
+        for local, p, w in zip(
+            *(np.asarray(x[d]) for x in (sample.indices, sample.probabilities, sample.weights))
+        ):
             item = d * len(halves[0]) + int(local)
             if item in by_item:
                 np.testing.assert_allclose([p, w], by_item[item], rtol=1e-5)
@@ -404,16 +425,27 @@ SUBPROCESS = textwrap.dedent("""
 
 
 def test_shard_map_over_two_cpu_devices_equals_the_named_axis_vmap():
-    env = {**os.environ, "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") +
-                                       " --xla_force_host_platform_device_count=2").strip(),
-           "JAX_PLATFORMS": "cpu"}
+    env = {
+        **os.environ,
+        "XLA_FLAGS": (
+            os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+        ).strip(),
+        "JAX_PLATFORMS": "cpu",
+    }
     script = SUBPROCESS.format()
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            env=env, timeout=300, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
-    new_state, sample = jax.jit(run_sharded_with_vmap)(sharded_buffers(), jax.random.key(11),
-                                                       shard_new_priorities())
+    new_state, sample = jax.jit(run_sharded_with_vmap)(
+        sharded_buffers(), jax.random.key(11), shard_new_priorities()
+    )
     np.testing.assert_array_equal(got["indices"], np.asarray(sample.indices))
     np.testing.assert_array_equal(got["ids"], np.asarray(sample.items["id"]))
     np.testing.assert_allclose(got["probabilities"], np.asarray(sample.probabilities), rtol=1e-6)

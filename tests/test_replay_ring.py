@@ -16,8 +16,10 @@ def example_item():
 def make_items(start, batch):
     """Items numbered start, start+1, ...: obs = [n, n+0.5, -n], action = n."""
     n = np.arange(start, start + batch)
-    return {"obs": jnp.asarray(np.stack([n, n + 0.5, -n], 1), jnp.float32),
-            "action": jnp.asarray(n, jnp.int32)}
+    return {
+        "obs": jnp.asarray(np.stack([n, n + 0.5, -n], 1), jnp.float32),
+        "action": jnp.asarray(n, jnp.int32),
+    }
 
 
 class PythonRing:
@@ -56,9 +58,11 @@ def test_add_wraps_around_like_a_python_ring(capacity):
         assert int(state.position) == reference.position
         assert int(state.size) == reference.size
         filled = [n for n in reference.slots if n is not None]
-        np.testing.assert_array_equal(np.asarray(state.items["action"])[:len(filled)], filled)
-        np.testing.assert_array_equal(np.asarray(state.items["obs"])[:len(filled)],
-                                      np.asarray(make_items(0, added)["obs"])[filled])
+        np.testing.assert_array_equal(np.asarray(state.items["action"])[: len(filled)], filled)
+        np.testing.assert_array_equal(
+            np.asarray(state.items["obs"])[: len(filled)],
+            np.asarray(make_items(0, added)["obs"])[filled],
+        )
         # The newest items, in insertion order.
         for age in range(min(3, reference.size)):
             assert int(ring.latest(state, age)["action"]) == added - 1 - age
@@ -89,9 +93,9 @@ def test_sample_after_wrap_covers_the_whole_buffer():
 
 def test_add_rejects_items_that_do_not_match_the_spec():
     state = ring.init(4, example_item())
-    with pytest.raises(ValueError, match="ring.add"):
+    with pytest.raises(ValueError, match=r"ring.add"):
         ring.add(state, {"obs": jnp.zeros((2, 4)), "action": jnp.zeros((2,), jnp.int32)})
-    with pytest.raises(ValueError, match="ring.add"):
+    with pytest.raises(ValueError, match=r"ring.add"):
         ring.add(state, {"obs": jnp.zeros((2, 3)), "action": jnp.zeros((2,), jnp.float32)})
     with pytest.raises(ValueError, match="batch size"):
         ring.add(state, {"obs": jnp.zeros((2, 3)), "action": jnp.zeros((3,), jnp.int32)})

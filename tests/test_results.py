@@ -13,8 +13,14 @@ from jaxrl_async.config import available_configs
 ROOT = Path(__file__).resolve().parents[1]
 
 # The configs the results table promises (issue 7); the rest of the shipped ones load too.
-EXPECTED = ["dqn_deepsea", "dqn_mountaincar", "ppo_acrobot", "ppo_asterix_minatar",
-            "ppo_catch", "ppo_spaceinvaders_minatar"]
+EXPECTED = [
+    "dqn_deepsea",
+    "dqn_mountaincar",
+    "ppo_acrobot",
+    "ppo_asterix_minatar",
+    "ppo_catch",
+    "ppo_spaceinvaders_minatar",
+]
 
 
 def test_expected_configs_are_shipped():
@@ -33,18 +39,51 @@ def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
     out, runs = tmp_path / "docs", tmp_path / "runs"
     out.mkdir()
     # A row from an earlier run of another config: a subset run keeps it.
-    earlier = {"config": "zz_earlier", "env": "E", "agent": "ppo", "budget": 1000,
-               "overrides": [], "seeds": [0], "final_return": [1.5], "sps": [10.0],
-               "compile_seconds": [1.0], "wall_seconds": [2.0], "png": "results_zz.png",
-               "date": "2000-01-01 00:00 UTC", "command": "python scripts/results.py",
-               "machine": "M (1 cores)", "versions": {"jax": "0"}}
+    earlier = {
+        "config": "zz_earlier",
+        "env": "E",
+        "agent": "ppo",
+        "budget": 1000,
+        "overrides": [],
+        "seeds": [0],
+        "final_return": [1.5],
+        "sps": [10.0],
+        "compile_seconds": [1.0],
+        "wall_seconds": [2.0],
+        "png": "results_zz.png",
+        "date": "2000-01-01 00:00 UTC",
+        "command": "python scripts/results.py",
+        "machine": "M (1 cores)",
+        "versions": {"jax": "0"},
+    }
     (out / "results.json").write_text(json.dumps({"rows": {"zz_earlier": earlier}}))
-    args = ["--configs", "ppo_cartpole", "--seeds", "2", "--out", str(out), "--runs", str(runs),
-            "--override", "train.total_steps=2048", "--override", "train.log_every=512",
-            "--override", "eval.every=2048", "--override", "eval.episodes=2",
-            "--override", "train.compile_cache=true"]  # the suite's shared compile cache
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "results.py"), *args],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    args = [
+        "--configs",
+        "ppo_cartpole",
+        "--seeds",
+        "2",
+        "--out",
+        str(out),
+        "--runs",
+        str(runs),
+        "--override",
+        "train.total_steps=2048",
+        "--override",
+        "train.log_every=512",
+        "--override",
+        "eval.every=2048",
+        "--override",
+        "eval.episodes=2",
+        "--override",
+        "train.compile_cache=true",
+    ]  # the suite's shared compile cache
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "results.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
     table = (out / "RESULTS.md").read_text()
@@ -71,8 +110,13 @@ def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
 def test_results_script_rejects_bad_input_before_training(tmp_path):
     script = str(ROOT / "scripts" / "results.py")
     for args in (["--configs", "no_such_config"], ["--override", "train.nope=1"]):
-        done = subprocess.run([sys.executable, script, "--out", str(tmp_path / "docs"), *args],
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        done = subprocess.run(
+            [sys.executable, script, "--out", str(tmp_path / "docs"), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
         assert done.returncode == 2, done.stderr
     assert not (tmp_path / "docs").exists()
 
@@ -84,15 +128,36 @@ def test_a_failed_config_is_a_row_that_says_why():
     results = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(results)
     batch = {"date": "d", "command": "c", "machine": "m", "versions": {"jax": "0"}}
-    ok = {"config": "a", "env": "E", "agent": "ppo", "budget": 10, "overrides": [],
-          "seeds": [0, 1], "final_return": [1.0, None], "sps": [5.0, 7.0],
-          "compile_seconds": [1.0, 2.0], "wall_seconds": [3.0, 4.0], "png": "results_a.png",
-          "error": None, **batch}
-    failed = {**ok, "config": "b", "seeds": [], "final_return": [], "sps": [],
-              "compile_seconds": [], "wall_seconds": [], "png": None,
-              "error": "seed 0: TypeError: a | b"}
+    ok = {
+        "config": "a",
+        "env": "E",
+        "agent": "ppo",
+        "budget": 10,
+        "overrides": [],
+        "seeds": [0, 1],
+        "final_return": [1.0, None],
+        "sps": [5.0, 7.0],
+        "compile_seconds": [1.0, 2.0],
+        "wall_seconds": [3.0, 4.0],
+        "png": "results_a.png",
+        "error": None,
+        **batch,
+    }
+    failed = {
+        **ok,
+        "config": "b",
+        "seeds": [],
+        "final_return": [],
+        "sps": [],
+        "compile_seconds": [],
+        "wall_seconds": [],
+        "png": None,
+        "error": "seed 0: TypeError: a | b",
+    }
     table = results.render({"a": ok, "b": failed})
     assert "| `a` | E | ppo | 10 | 2 | 1.00 ± 0.00 (1 of 2 seeds) | - | 6 | 1.5 | 4 |" in table
-    assert "| `b` | E | ppo | 10 | 0 | **failed** (seed 0: TypeError: a / b); - | - | - | - | - |" \
+    assert (
+        "| `b` | E | ppo | 10 | 0 | **failed** (seed 0: TypeError: a / b); - | - | - | - | - |"
         in table
+    )
     assert "results_a.png" in table and "### b" not in table

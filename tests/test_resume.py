@@ -35,10 +35,20 @@ def _td3_actor_moves_every_third_update(reference):
 # TD3 with tiny networks, lag 1, prioritized replay wrapped by the end, 2 updates a tick
 # against a delay of 3 (so the delay phase crosses ticks and checkpoints). No periodic
 # evaluation: its compile would double the test's cost, and it only calls `greedy`.
-TD3_RESUME = ["agent.hidden_sizes=[8]", "agent.updates_per_tick=2", "agent.policy_delay=3",
-              "pipeline.rollout_len=4", "pipeline.lag=1", "replay.kind=prioritized",
-              "replay.capacity=256", "replay.batch_size=16", "replay.learning_starts=64",
-              "train.total_steps=1536", "train.log_every=512", "train.progress=false"]
+TD3_RESUME = [
+    "agent.hidden_sizes=[8]",
+    "agent.updates_per_tick=2",
+    "agent.policy_delay=3",
+    "pipeline.rollout_len=4",
+    "pipeline.lag=1",
+    "replay.kind=prioritized",
+    "replay.capacity=256",
+    "replay.batch_size=16",
+    "replay.learning_starts=64",
+    "train.total_steps=1536",
+    "train.log_every=512",
+    "train.progress=false",
+]
 
 # Each is a program another test trains too where it can be (PPO_SMALL; test_dqn's
 # DQN_TINY at lag 2; test_seeds' three seeds; test_pqn's PQN_LAG1), so it comes from the
@@ -51,23 +61,29 @@ RESUME_CONFIGS = [
     pytest.param("dqn_cartpole", DQN_TINY + ["pipeline.lag=2"], None, id="dqn-per"),
     pytest.param("ppo_cartpole", PPO_SMALL + ["train.num_seeds=3"], None, id="ppo-3-seeds"),
     # The actor's carry (and the carries stored with the trajectory in flight).
-    pytest.param("ppo_cartpole_async", PPO_SMALL + ["agent.memory=gru", "agent.memory_size=8",
-                                                    "agent.hidden_sizes=[8]"], None,
-                 id="ppo-gru-lag1"),
+    pytest.param(
+        "ppo_cartpole_async",
+        PPO_SMALL + ["agent.memory=gru", "agent.memory_size=8", "agent.hidden_sizes=[8]"],
+        None,
+        id="ppo-gru-lag1",
+    ),
     # The parameters, the optimizer, the parameter queue and the trajectory in flight.
     pytest.param("pqn_cartpole", PQN_LAG1, None, id="pqn-lag1"),
     # The sequence replay, its priorities, the window, the LSTM carries and the queue.
-    pytest.param("r2d2_cartpole_masked", R2D2_TINY, _r2d2_replay_is_full_and_learning,
-                 id="r2d2-lag1"),
+    pytest.param(
+        "r2d2_cartpole_masked", R2D2_TINY, _r2d2_replay_is_full_and_learning, id="r2d2-lag1"
+    ),
     # The actor's own optimizer and the policy delay's phase across checkpoints.
-    pytest.param("td3_pendulum", TD3_RESUME, _td3_actor_moves_every_third_update,
-                 id="td3-per-lag1"),
+    pytest.param(
+        "td3_pendulum", TD3_RESUME, _td3_actor_moves_every_third_update, id="td3-per-lag1"
+    ),
 ]
 
 
 @pytest.mark.parametrize("name, overrides, check_reference", RESUME_CONFIGS)
-def test_resume_after_interrupt_equals_the_uninterrupted_run(tmp_path, name, overrides,
-                                                             check_reference):
+def test_resume_after_interrupt_equals_the_uninterrupted_run(
+    tmp_path, name, overrides, check_reference
+):
     config = jaxrl_async.load_config(name, overrides)
     reference = jaxrl_async.train(config, run_dir=tmp_path / "reference")
     if check_reference is not None:
@@ -91,8 +107,7 @@ def test_resume_after_interrupt_equals_the_uninterrupted_run(tmp_path, name, ove
     assert resumed.metrics.keys() == reference.metrics.keys()
     for key in reference.metrics:
         if key not in ("sps", "wall_seconds"):
-            np.testing.assert_array_equal(resumed.metrics[key], reference.metrics[key],
-                                          err_msg=key)
+            np.testing.assert_array_equal(resumed.metrics[key], reference.metrics[key], err_msg=key)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["resumed_from"] == stopped and summary["env_steps"] == log_points[-1]
     assert summary["final_return"] == reference.summary["final_return"]

@@ -39,10 +39,16 @@ def random_inputs(seed, T=17, B=5, gamma=0.97, end_prob=0.15):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_gae_matches_python_loop_with_episode_ends(seed, lambda_):
     values, bootstrap, rewards, discounts = random_inputs(seed)
-    expected = gae_reference(values.tolist(), bootstrap.tolist(), rewards.tolist(),
-                             discounts.tolist(), lambda_)
-    got = gae(jnp.asarray(values), jnp.asarray(bootstrap), jnp.asarray(rewards),
-              jnp.asarray(discounts), lambda_)
+    expected = gae_reference(
+        values.tolist(), bootstrap.tolist(), rewards.tolist(), discounts.tolist(), lambda_
+    )
+    got = gae(
+        jnp.asarray(values),
+        jnp.asarray(bootstrap),
+        jnp.asarray(rewards),
+        jnp.asarray(discounts),
+        lambda_,
+    )
     assert got.shape == values.shape
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-5, atol=1e-5)
 
@@ -51,8 +57,13 @@ def test_gae_lambda_zero_is_one_step_td_error():
     values, bootstrap, rewards, discounts = random_inputs(3)
     next_values = np.concatenate([values[1:], bootstrap[None]])
     td = rewards + discounts * next_values - values
-    got = gae(jnp.asarray(values), jnp.asarray(bootstrap), jnp.asarray(rewards),
-              jnp.asarray(discounts), 0.0)
+    got = gae(
+        jnp.asarray(values),
+        jnp.asarray(bootstrap),
+        jnp.asarray(rewards),
+        jnp.asarray(discounts),
+        0.0,
+    )
     np.testing.assert_allclose(np.asarray(got), td, rtol=1e-5, atol=1e-6)
 
 
@@ -63,10 +74,16 @@ def test_gae_lambda_one_without_ends_is_discounted_return_minus_value():
     # Monte-Carlo return bootstrapped at the end: G_t = sum_k gamma^k r_{t+k} + gamma^(T-t) V(x_T).
     returns = np.zeros((T, B))
     for t in range(T):
-        returns[t] = sum(gamma**k * rewards[t + k] for k in range(T - t)) + \
-            gamma ** (T - t) * bootstrap
-    got = gae(jnp.asarray(values), jnp.asarray(bootstrap), jnp.asarray(rewards),
-              jnp.asarray(discounts), 1.0)
+        returns[t] = (
+            sum(gamma**k * rewards[t + k] for k in range(T - t)) + gamma ** (T - t) * bootstrap
+        )
+    got = gae(
+        jnp.asarray(values),
+        jnp.asarray(bootstrap),
+        jnp.asarray(rewards),
+        jnp.asarray(discounts),
+        1.0,
+    )
     np.testing.assert_allclose(np.asarray(got), returns - values, rtol=1e-5, atol=1e-5)
 
 
@@ -87,16 +104,19 @@ def test_gae_jitted_equals_eager():
     # lambda_ traced as an array must work too (it can live in state).
     traced_lambda = jax.jit(gae)(*args, jnp.float32(0.95))
     np.testing.assert_allclose(np.asarray(jitted), np.asarray(eager), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(traced_lambda), np.asarray(eager),
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(traced_lambda), np.asarray(eager), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("shapes", [
-    {"values": (5, 3), "bootstrap": (3,), "rewards": (4, 3), "discounts": (5, 3)},
-    {"values": (5, 3), "bootstrap": (3,), "rewards": (5, 3), "discounts": (5, 2)},
-    {"values": (5, 3), "bootstrap": (2,), "rewards": (5, 3), "discounts": (5, 3)},
-    {"values": (5, 3), "bootstrap": (5, 3), "rewards": (5, 3), "discounts": (5, 3)},
-], ids=["rewards-T", "discounts-B", "bootstrap-B", "bootstrap-rank"])
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        {"values": (5, 3), "bootstrap": (3,), "rewards": (4, 3), "discounts": (5, 3)},
+        {"values": (5, 3), "bootstrap": (3,), "rewards": (5, 3), "discounts": (5, 2)},
+        {"values": (5, 3), "bootstrap": (2,), "rewards": (5, 3), "discounts": (5, 3)},
+        {"values": (5, 3), "bootstrap": (5, 3), "rewards": (5, 3), "discounts": (5, 3)},
+    ],
+    ids=["rewards-T", "discounts-B", "bootstrap-B", "bootstrap-rank"],
+)
 def test_gae_rejects_mismatched_shapes(shapes):
     arrays = {name: jnp.zeros(shape) for name, shape in shapes.items()}
     with pytest.raises(ValueError, match="gae"):
@@ -105,9 +125,6 @@ def test_gae_rejects_mismatched_shapes(shapes):
 
 # ---------------------------------------------------------------------------------------------
 # Q(lambda)
-
-
-
 
 
 def random_episodes(seed, T=19, B=4, A=3, end_prob=0.12):
@@ -124,8 +141,9 @@ def random_episodes(seed, T=19, B=4, A=3, end_prob=0.12):
 def q_lambda_of(rewards, terminated, truncated, next_q, gamma, lambda_):
     """What PQN computes: max_a Q, truncations folded into the rewards, then q_lambda."""
     next_values = jnp.max(jnp.asarray(next_q), axis=-1)
-    folded, discounts = fold_truncation(jnp.asarray(rewards), next_values,
-                                        jnp.asarray(terminated), jnp.asarray(truncated), gamma)
+    folded, discounts = fold_truncation(
+        jnp.asarray(rewards), next_values, jnp.asarray(terminated), jnp.asarray(truncated), gamma
+    )
     return np.asarray(q_lambda(next_values, folded, discounts, lambda_))
 
 
@@ -180,15 +198,17 @@ def test_q_lambda_bootstraps_a_truncation_from_its_final_observation():
     truncated = np.array([[False], [True], [False]])
     next_q = np.array([[[0.0, 5.0]], [[10.0, 3.0]], [[-7.0, 50.0]]], np.float32)
     got = q_lambda_of(rewards, terminated, truncated, next_q, 0.5, 1.0)
-    np.testing.assert_allclose(got[:, 0], [1.0 + 0.5 * (2.0 + 0.5 * 10.0), 2.0 + 0.5 * 10.0,
-                                           100.0 + 0.5 * 50.0])
+    np.testing.assert_allclose(
+        got[:, 0], [1.0 + 0.5 * (2.0 + 0.5 * 10.0), 2.0 + 0.5 * 10.0, 100.0 + 0.5 * 50.0]
+    )
 
 
 def test_q_lambda_jitted_with_a_traced_lambda_equals_eager():
     rewards, terminated, truncated, next_q = random_episodes(5)
     next_values = jnp.max(jnp.asarray(next_q), -1)
-    folded, discounts = fold_truncation(jnp.asarray(rewards), next_values,
-                                        jnp.asarray(terminated), jnp.asarray(truncated), 0.99)
+    folded, discounts = fold_truncation(
+        jnp.asarray(rewards), next_values, jnp.asarray(terminated), jnp.asarray(truncated), 0.99
+    )
     eager = q_lambda(next_values, folded, discounts, 0.65)
     traced = jax.jit(q_lambda)(next_values, folded, discounts, jnp.float32(0.65))
     np.testing.assert_allclose(np.asarray(traced), np.asarray(eager), rtol=1e-6, atol=1e-6)

@@ -14,17 +14,24 @@ from jax.flatten_util import ravel_pytree
 import jaxrl_async
 from jaxrl_async.pipeline import seed_keys
 
-TINY = ["env.num_envs=4", "pipeline.rollout_len=32", "agent.hidden_sizes=[16,16]",
-        "train.total_steps=4096", "train.log_every=1024", "train.progress=false",
-        "train.seed=5"]
+TINY = [
+    "env.num_envs=4",
+    "pipeline.rollout_len=32",
+    "agent.hidden_sizes=[16,16]",
+    "train.total_steps=4096",
+    "train.log_every=1024",
+    "train.progress=false",
+    "train.seed=5",
+]
 
 
 def test_seed_keys_equal_the_single_seed_keys():
     for impl in ("threefry2x32", "philox4x32"):
         keys = seed_keys(5, 3, impl)
         for k in range(3):
-            np.testing.assert_array_equal(jax.random.key_data(keys[k]),
-                                          jax.random.key_data(jax.random.key(5 + k, impl=impl)))
+            np.testing.assert_array_equal(
+                jax.random.key_data(keys[k]), jax.random.key_data(jax.random.key(5 + k, impl=impl))
+            )
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +44,16 @@ def three_seeds():
 @pytest.mark.slow
 def test_seed_k_equals_a_single_run_with_that_seed(three_seeds, k):
     """Equal up to float rounding (vmapped matmuls may associate differently)."""
-    single = jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", TINY[:-1] + [
-        f"train.seed={5 + k}"]))
+    single = jaxrl_async.train(
+        jaxrl_async.load_config("ppo_cartpole", TINY[:-1] + [f"train.seed={5 + k}"])
+    )
     batched = jax.tree.map(lambda x: x[k], three_seeds.state.learner.params)
-    np.testing.assert_allclose(ravel_pytree(batched)[0],
-                               ravel_pytree(single.state.learner.params)[0], rtol=0, atol=1e-5)
-    np.testing.assert_allclose(three_seeds.metrics[f"episode_return/seed{k}"],
-                               single.metrics["episode_return"], rtol=1e-4)
+    np.testing.assert_allclose(
+        ravel_pytree(batched)[0], ravel_pytree(single.state.learner.params)[0], rtol=0, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        three_seeds.metrics[f"episode_return/seed{k}"], single.metrics["episode_return"], rtol=1e-4
+    )
 
 
 @pytest.mark.slow
@@ -78,13 +88,26 @@ def test_vmapped_seeds_of_an_off_policy_run_in_a_fresh_process_cannot_hang(tmp_p
         sys.exit(main(sys.argv[1:]))
     """)
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    args = ["train", "dqn_cartpole", "train.num_seeds=2", "env.num_envs=4",
-            "pipeline.rollout_len=4", "agent.hidden_sizes=[16]", "replay.capacity=256",
-            "replay.batch_size=32", "replay.learning_starts=64", "train.total_steps=2048",
-            "train.log_every=512", "train.progress=false", "pipeline.devices=2",
-            "--run-dir", str(tmp_path / "run")]
-    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+    args = [
+        "train",
+        "dqn_cartpole",
+        "train.num_seeds=2",
+        "env.num_envs=4",
+        "pipeline.rollout_len=4",
+        "agent.hidden_sizes=[16]",
+        "replay.capacity=256",
+        "replay.batch_size=32",
+        "replay.learning_starts=64",
+        "train.total_steps=2048",
+        "train.log_every=512",
+        "train.progress=false",
+        "pipeline.devices=2",
+        "--run-dir",
+        str(tmp_path / "run"),
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["num_seeds"] == 2 and len(summary["devices"]) == 2

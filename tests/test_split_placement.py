@@ -89,8 +89,13 @@ SCRIPT = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
     path = tmp_path_factory.mktemp("split") / "states.npz"
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(path)], capture_output=True,
-                          text=True, env=subprocess_env(devices=4), timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(path)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(devices=4),
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     with np.load(path) as data:
         return json.loads(proc.stdout.strip().splitlines()[-1]), dict(data)
@@ -103,13 +108,14 @@ def test_auto_placement_splits_a_small_lagged_learner_over_two_devices(ran):
 
 
 def _run(states, prefix):
-    return {k[len(prefix):]: v for k, v in states.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in states.items() if k.startswith(prefix)}
 
 
 # Lag 1 for PPO, DQN, recurrent PPO and R2D2 (the lag queue is the same code for every
 # agent and lag; test_pipeline checks lag 2's data is exactly two updates old).
-@pytest.mark.parametrize("algo, lag, steps", [("ppo", 1, 1024), ("dqn", 1, 512),
-                                              ("gru", 1, 1024), ("r2d2", 1, 512)])
+@pytest.mark.parametrize(
+    "algo, lag, steps", [("ppo", 1, 1024), ("dqn", 1, 512), ("gru", 1, 1024), ("r2d2", 1, 512)]
+)
 def test_split_and_fused_end_in_the_same_state(ran, algo, lag, steps):
     states = ran[1]
     fused = _run(states, f"{algo}/{lag}/fused/")
@@ -122,8 +128,9 @@ def test_split_and_fused_end_in_the_same_state(ran, algo, lag, steps):
     assert fused["#learner_devices"].tolist() == ["cpu:0"]
     fields = {k.split("'")[0] for k in fused if not k.startswith("#")}
     assert {".env_steps", ".updates", ".actor_queue.versions"} <= fields, fields
-    assert int(fused[".env_steps"]) == steps and int(split[".env_steps"]) == steps, \
+    assert int(fused[".env_steps"]) == steps and int(split[".env_steps"]) == steps, (
         "the actor's clock must advance"
+    )
     for key, a in fused.items():
         if key.startswith("#learner"):
             continue

@@ -33,8 +33,9 @@ def classic():
     obs, state = env.reset(keys[0], params)
     first, rows = np.asarray(obs), []
     for key, action in zip(keys[1:], ACTIONS):
-        obs, state, reward, terminated, truncated, info = env.step(key, state,
-                                                                   jnp.int32(action), params)
+        obs, state, reward, terminated, truncated, info = env.step(
+            key, state, jnp.int32(action), params
+        )
         rows.append((obs, reward, terminated, truncated, info["final_observation"]))
     return env, params, keys, first, [np.stack(column) for column in zip(*rows)]
 
@@ -43,20 +44,25 @@ def craftax_reference(craftax_env, params, keys):
     """Craftax itself, one call at a time: reset with the first key; each step splits its
     key into (step, reset) as Craftax's auto-reset does, and resets with the second
     where `done`."""
+
     def reset(key):
         obs, state = craftax_env.reset(key, params)
         # The same types the adapter's state has (values unchanged), so that Craftax's
         # jitted step is not compiled a second time for a weakly typed leaf.
         return obs, jax.tree.map(
-            lambda x: x if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-            else jnp.asarray(x, x.dtype), state)
+            lambda x: (
+                x
+                if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+                else jnp.asarray(x, x.dtype)
+            ),
+            state,
+        )
 
     obs, state = reset(keys[0])
     first, rows = np.asarray(obs), []
     for key, action in zip(keys[1:], ACTIONS):
         step_key, reset_key = jax.random.split(key)
-        obs, state, reward, done, _ = craftax_env.step(step_key, state, jnp.int32(action),
-                                                       params)
+        obs, state, reward, done, _ = craftax_env.step(step_key, state, jnp.int32(action), params)
         final = np.asarray(obs)
         if done:
             obs, state = reset(reset_key)
@@ -68,7 +74,8 @@ def craftax_reference(craftax_env, params, keys):
 def test_matches_craftax_step_by_step_across_time_limits(classic):
     env, params, keys, first, (obs, reward, terminated, truncated, final_obs) = classic
     ref_first, (ref_obs, ref_reward, ref_done, ref_final) = craftax_reference(
-        env.env, params.suite, keys)
+        env.env, params.suite, keys
+    )
     np.testing.assert_array_equal(first, ref_first)
     np.testing.assert_array_equal(obs, ref_obs)
     np.testing.assert_array_equal(final_obs, ref_final)
@@ -104,20 +111,24 @@ def test_stepping_into_lava_terminates_even_on_the_last_step(classic, timestep):
     state = state.replace(map=state.map.at[x, y].set(LAVA), timestep=jnp.int32(timestep))
     obs, _, _, terminated, truncated, info = env.step(keys[1], state, jnp.int32(NOOP), params)
     assert bool(terminated) and not bool(truncated)
-    craftax_obs = env.env.step(jax.random.split(keys[1])[0], state, jnp.int32(NOOP),
-                               params.suite)[0]
+    craftax_obs = env.env.step(jax.random.split(keys[1])[0], state, jnp.int32(NOOP), params.suite)[
+        0
+    ]
     np.testing.assert_array_equal(info["final_observation"], craftax_obs)
     np.testing.assert_array_equal(obs, env.reset(jax.random.split(keys[1])[1], params)[0])
 
 
-@pytest.mark.parametrize("env_id", [
-    "Craftax-Classic-Symbolic-v1",
-    pytest.param("Craftax-Symbolic-v1", marks=pytest.mark.slow),
-    # The first use of a Pixels env turns Craftax's textures into a cache in its own
-    # package directory (about a minute each); later uses read the cache. One of the two
-    # Pixels envs (the same code path) keeps a fresh install's test run short.
-    pytest.param("Craftax-Classic-Pixels-v1", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        "Craftax-Classic-Symbolic-v1",
+        pytest.param("Craftax-Symbolic-v1", marks=pytest.mark.slow),
+        # The first use of a Pixels env turns Craftax's textures into a cache in its own
+        # package directory (about a minute each); later uses read the cache. One of the two
+        # Pixels envs (the same code path) keeps a fresh install's test run short.
+        pytest.param("Craftax-Classic-Pixels-v1", marks=pytest.mark.slow),
+    ],
+)
 def test_check_env(env_id):
     env, params = suites.make(f"craftax:{env_id}")
     spec = check_env(env, params)
@@ -130,8 +141,9 @@ def test_check_env(env_id):
 def test_direct_is_craftax_own_auto_resetting_env(classic):
     """`direct` (bench's suite-API baseline): Craftax's auto-reset env, one env, jitted."""
     env, params, keys, *_ = classic
-    reset, step = suites.adapter("craftax").direct("Craftax-Classic-Symbolic-v1",
-                                                   max_timesteps=LIMIT)
+    reset, step = suites.adapter("craftax").direct(
+        "Craftax-Classic-Symbolic-v1", max_timesteps=LIMIT
+    )
     state = jax.jit(reset)(keys[0])
     stepped = jax.jit(step)(keys[1], state, jnp.int32(NOOP))
     assert int(stepped.timestep) == 1 and stepped.map.shape == state.map.shape
@@ -151,9 +163,20 @@ def test_ppo_beats_random_play_by_name():
     levels off past this budget. Far from solving Craftax: it shows the adapter trains,
     not a result.
     """
-    config = jaxrl_async.load_config("ppo_cartpole", [
-        "env.name=craftax:Craftax-Classic-Symbolic-v1", "env.num_envs=32",
-        "pipeline.rollout_len=64", "agent.learning_rate=5e-4", "agent.gae_lambda=0.8",
-        "agent.hidden_sizes=[64,64]", "agent.activation=relu", "train.total_steps=49152",
-        "train.log_every=8192", "train.num_seeds=3", "train.progress=false"])
+    config = jaxrl_async.load_config(
+        "ppo_cartpole",
+        [
+            "env.name=craftax:Craftax-Classic-Symbolic-v1",
+            "env.num_envs=32",
+            "pipeline.rollout_len=64",
+            "agent.learning_rate=5e-4",
+            "agent.gae_lambda=0.8",
+            "agent.hidden_sizes=[64,64]",
+            "agent.activation=relu",
+            "train.total_steps=49152",
+            "train.log_every=8192",
+            "train.num_seeds=3",
+            "train.progress=false",
+        ],
+    )
     assert_learns(jaxrl_async.train(config), RANDOM_RETURN + 1.0, min_passing=3)

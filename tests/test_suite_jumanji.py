@@ -46,7 +46,8 @@ def rollout(env, key, steps, policy):
             obs, state = carry
             t, k = x
             obs, state, reward, terminated, truncated, info = env.step(
-                k, state, policy(obs, t), None)
+                k, state, policy(obs, t), None
+            )
             return (obs, state), (obs, reward, terminated, truncated, info["final_observation"])
 
         _, out = jax.lax.scan(body, (obs, state), (jnp.arange(steps), step_keys))
@@ -69,10 +70,16 @@ def suite_rollout(env, reset_key, step_keys, actions, names):
             restart_state, restart = env.reset(k)
             done = ts.last()
             state = jax.tree.map(lambda r, s: jnp.where(done, r, s), restart_state, state)
-            obs = jax.tree.map(lambda r, s: jnp.where(done, r, s), restart.observation,
-                               ts.observation)
-            return state, (as_dict(obs, names), ts.reward, done & (ts.discount == 0),
-                           done & (ts.discount > 0), as_dict(ts.observation, names))
+            obs = jax.tree.map(
+                lambda r, s: jnp.where(done, r, s), restart.observation, ts.observation
+            )
+            return state, (
+                as_dict(obs, names),
+                ts.reward,
+                done & (ts.discount == 0),
+                done & (ts.discount > 0),
+                as_dict(ts.observation, names),
+            )
 
         _, steps = jax.lax.scan(body, state, (step_keys, actions))
         return as_dict(first.observation, names), steps
@@ -89,7 +96,8 @@ def test_snake_matches_jumanji_through_wall_terminations_and_restarts():
     assert params is None
     actions = jnp.array([UP] * 12 + [RIGHT] * 12, jnp.int32)
     reset_key, step_keys, (first_obs, out) = rollout(
-        env, jax.random.key(3), len(actions), lambda obs, t: actions[t])
+        env, jax.random.key(3), len(actions), lambda obs, t: actions[t]
+    )
     obs, reward, terminated, truncated, final = out
     spec = check_env(env, params)
     assert spec.obs_shape == {"grid": (6, 6, 5), "step_count": (), "action_mask": (4,)}
@@ -109,7 +117,7 @@ def test_snake_matches_jumanji_through_wall_terminations_and_restarts():
     assert_trees_equal({k: v[mid] for k, v in obs.items()}, {k: v[mid] for k, v in final.items()})
     # Snake's reset is random: each episode starts from another snake and fruit.
     starts = [first_obs["grid"], *obs["grid"][ends]]
-    assert all(not np.array_equal(a, b) for i, a in enumerate(starts) for b in starts[i + 1:])
+    assert all(not np.array_equal(a, b) for i, a in enumerate(starts) for b in starts[i + 1 :])
 
 
 def test_a_batch_of_envs_restarts_each_as_it_would_alone():
@@ -123,8 +131,9 @@ def test_a_batch_of_envs_restarts_each_as_it_would_alone():
         def body(state, t):
             # Up 5 times, then right 5 times: into a wall within 6 steps, over and over.
             action = jnp.where(t % 10 < 5, UP, RIGHT).astype(jnp.int32)
-            obs, state, reward, terminated, *_ = env.step(jax.random.fold_in(key, t), state,
-                                                          action, None)
+            obs, state, reward, terminated, *_ = env.step(
+                jax.random.fold_in(key, t), state, action, None
+            )
             return state, (obs, reward, terminated)
 
         return jax.lax.scan(body, state, jnp.arange(30))[1]
@@ -144,14 +153,16 @@ class TruncatingSnake(Snake):
     def step(self, state, action):
         state, ts = super().step(state, action)
         limit = state.step_count >= self.time_limit
-        return state, ts.replace(discount=jnp.where(limit, jnp.ones_like(ts.discount),
-                                                    ts.discount))
+        return state, ts.replace(discount=jnp.where(limit, jnp.ones_like(ts.discount), ts.discount))
 
 
 @pytest.fixture
 def truncating_snake(monkeypatch):
-    monkeypatch.setitem(registration._REGISTRY, "TruncatingSnake-v0", registration.EnvSpec(
-        id="TruncatingSnake-v0", entry_point=f"{__name__}:TruncatingSnake"))
+    monkeypatch.setitem(
+        registration._REGISTRY,
+        "TruncatingSnake-v0",
+        registration.EnvSpec(id="TruncatingSnake-v0", entry_point=f"{__name__}:TruncatingSnake"),
+    )
     return "jumanji:TruncatingSnake-v0"
 
 
@@ -164,8 +175,7 @@ def test_time_limit_ends_as_the_suite_marks_it(name, truncating_snake):
     def legal(obs, t):  # the first legal move: never into a wall
         return jnp.argmax(obs["action_mask"]).astype(jnp.int32)
 
-    _, _, (_, (obs, _, terminated, truncated, final)) = rollout(env, jax.random.key(0), 7,
-                                                                legal)
+    _, _, (_, (obs, _, terminated, truncated, final)) = rollout(env, jax.random.key(0), 7, legal)
     ended = truncated if name == "truncating" else terminated
     assert ended.tolist() == [False, False, True] * 2 + [False]
     assert not (terminated & truncated).any() and not (terminated | truncated)[ended == 0].any()
@@ -201,8 +211,11 @@ def test_flattened_action_masks_and_actions_match_the_suite(env_id, nvec):
         return info["final_observation"], masks, ts.observation
 
     def legal(mask, mixed=False):  # mixed: parts not all equal, so Cleaner's agents part
-        return next(i for i in np.flatnonzero(joint_mask(mask, nvec))
-                    if not mixed or len(set(np.unravel_index(i, nvec))) > 1)
+        return next(
+            i
+            for i in np.flatnonzero(joint_mask(mask, nvec))
+            if not mixed or len(set(np.unravel_index(i, nvec))) > 1
+        )
 
     first = legal(both(key, jnp.zeros(2, jnp.int32))[1][0])
     second = legal(both(key, jnp.array([first, 0], jnp.int32))[1][1], mixed=True)
@@ -228,8 +241,9 @@ def joint_mask(mask, nvec):
     return joint.reshape(-1)
 
 
-@pytest.mark.parametrize("env_id", ["Snake-v1", "Maze-v0", "Tetris-v0", "Cleaner-v0",
-                                    "RubiksCube-v0", "Knapsack-v1"])
+@pytest.mark.parametrize(
+    "env_id", ["Snake-v1", "Maze-v0", "Tetris-v0", "Cleaner-v0", "RubiksCube-v0", "Knapsack-v1"]
+)
 def test_observations_have_their_declared_shapes_and_dtypes(env_id):
     """check_env traces reset and step and compares every key of the dict observation
     (reset, step and final) with the declared spaces."""
@@ -268,10 +282,13 @@ def test_sokoban_offline_is_a_one_line_user_error(monkeypatch, tmp_path):
     assert "cannot build env jumanji:Sokoban-v0" in message and "offline" in message
 
 
-@pytest.mark.parametrize("env_id, kwargs, action, suite_action", [
-    ("Snake-v1", {"num_rows": 6, "num_cols": 6}, RIGHT, RIGHT),
-    ("Tetris-v0", {}, 13, [1, 3]),  # joint index 13 of (4 rotations, 10 columns)
-])
+@pytest.mark.parametrize(
+    "env_id, kwargs, action, suite_action",
+    [
+        ("Snake-v1", {"num_rows": 6, "num_cols": 6}, RIGHT, RIGHT),
+        ("Tetris-v0", {}, 13, [1, 3]),  # joint index 13 of (4 rotations, 10 columns)
+    ],
+)
 @pytest.mark.slow
 def test_direct_is_the_suites_own_reset_and_step(env_id, kwargs, action, suite_action):
     """`direct` (bench's adapter-overhead baseline): jumanji's reset and the step of its
@@ -301,9 +318,20 @@ def test_ppo_learns_snake_by_name_respecting_the_action_mask():
     random, episodes = random_return(env, params, num_envs=256, steps=1024)
     assert episodes >= 256, episodes
     assert 1.0 < random < 2.5, random
-    config = jaxrl_async.load_config("ppo_cartpole", [
-        "env.name=jumanji:Snake-v1", "env.kwargs.num_rows=6", "env.kwargs.num_cols=6",
-        "env.kwargs.time_limit=100", "env.num_envs=16", "pipeline.rollout_len=64",
-        "agent.learning_rate=1e-3", "train.total_steps=196608", "train.log_every=16384",
-        "train.num_seeds=4", "train.progress=false"])
+    config = jaxrl_async.load_config(
+        "ppo_cartpole",
+        [
+            "env.name=jumanji:Snake-v1",
+            "env.kwargs.num_rows=6",
+            "env.kwargs.num_cols=6",
+            "env.kwargs.time_limit=100",
+            "env.num_envs=16",
+            "pipeline.rollout_len=64",
+            "agent.learning_rate=1e-3",
+            "train.total_steps=196608",
+            "train.log_every=16384",
+            "train.num_seeds=4",
+            "train.progress=false",
+        ],
+    )
     assert_learns(jaxrl_async.train(config), 4 * random, min_passing=3)

@@ -20,8 +20,9 @@ LIMIT = 7
 # forward, turn right, forward, forward reaches it (terminated, reward 1); then seven
 # left turns run into the time limit (truncated); then two more steps.
 FORWARD, LEFT, RIGHT = 2, 0, 1
-ACTIONS = np.array([FORWARD, FORWARD, RIGHT, FORWARD, FORWARD] + [LEFT] * LIMIT + [FORWARD] * 2,
-                   np.int32)
+ACTIONS = np.array(
+    [FORWARD, FORWARD, RIGHT, FORWARD, FORWARD] + [LEFT] * LIMIT + [FORWARD] * 2, np.int32
+)
 TERMINATED_AT, TRUNCATED_AT = 4, 4 + LIMIT
 GOAL, PLAYER = (3, 3), 10  # a position and the player's tag in the symbolic observation
 
@@ -35,8 +36,7 @@ def run_adapter(env, params, keys, actions):
 
         def step(state, xs):
             key, action = xs
-            obs, state, reward, terminated, truncated, info = env.step(key, state, action,
-                                                                       params)
+            obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
             return state, (obs, reward, terminated, truncated, info["final_observation"])
 
         return obs, jax.lax.scan(step, state, (keys[1:], actions))[1]
@@ -73,8 +73,9 @@ def test_matches_navix_step_by_step_across_both_kinds_of_episode_end(empty):
     env, _, keys, (first, outputs) = empty
     ref_first, reference = navix_reference(env.env, keys)
     np.testing.assert_array_equal(first, ref_first)
-    for name, got, want in zip(["obs", "reward", "terminated", "truncated", "final_obs"],
-                               outputs, reference):
+    for name, got, want in zip(
+        ["obs", "reward", "terminated", "truncated", "final_obs"], outputs, reference
+    ):
         np.testing.assert_array_equal(got, want, err_msg=name)
     obs, reward, terminated, truncated, _ = outputs
     assert obs.dtype == np.uint8 and reward.dtype == np.float32
@@ -108,13 +109,16 @@ def test_every_episode_starts_from_its_own_random_state():
     np.testing.assert_array_equal(starts, jax.vmap(env.env.reset)(keys).observation)
 
 
-@pytest.mark.parametrize("env_id, kwargs", [
-    ("Navix-Empty-5x5-v0", {}),
-    ("Navix-Empty-5x5-v0", {"observation_fn": "rgb"}),
-    ("Navix-DoorKey-5x5-v0", {}),
-    ("Navix-Dynamic-Obstacles-5x5-v0", {}),  # its state carries a key of its own
-    ("Navix-LavaGapS5-v0", {}),
-])
+@pytest.mark.parametrize(
+    "env_id, kwargs",
+    [
+        ("Navix-Empty-5x5-v0", {}),
+        ("Navix-Empty-5x5-v0", {"observation_fn": "rgb"}),
+        ("Navix-DoorKey-5x5-v0", {}),
+        ("Navix-Dynamic-Obstacles-5x5-v0", {}),  # its state carries a key of its own
+        ("Navix-LavaGapS5-v0", {}),
+    ],
+)
 def test_check_env(env_id, kwargs):
     env, params = suites.make(f"navix:{env_id}", **kwargs)
     spec = check_env(env, params)
@@ -134,10 +138,14 @@ def test_direct_is_navix_own_reset_and_step(empty):
     reset, step = suites.adapter("navix").direct("Navix-Empty-5x5-v0", max_steps=LIMIT)
     timestep = jax.jit(reset)(keys[0])
     stepped = jax.jit(step)(keys[1], timestep, jnp.int32(FORWARD))
-    assert timestep.observation.shape == stepped.observation.shape \
+    assert (
+        timestep.observation.shape
+        == stepped.observation.shape
         == env.observation_space(params).shape
+    )
     np.testing.assert_array_equal(
-        stepped.observation, env.env.step(env.env.reset(keys[0]), FORWARD).observation)
+        stepped.observation, env.env.step(env.env.reset(keys[0]), FORWARD).observation
+    )
 
 
 @pytest.mark.slow
@@ -152,12 +160,21 @@ def test_ppo_learns_to_reach_the_goal_by_name():
     room after the seeds solve.
     """
     kwargs = {"max_steps": 20}
-    random, episodes = random_return(*suites.make("navix:Navix-Empty-5x5-v0", **kwargs),
-                                     steps=2000)
+    random, episodes = random_return(*suites.make("navix:Navix-Empty-5x5-v0", **kwargs), steps=2000)
     assert episodes > 5000 and random < 0.1, (random, episodes)
-    config = jaxrl_async.load_config("ppo_cartpole", [
-        "env.name=navix:Navix-Empty-5x5-v0", "env.kwargs.max_steps=20", "env.num_envs=16",
-        "env.normalize_obs=true", "pipeline.rollout_len=32", "agent.learning_rate=5e-4",
-        "train.total_steps=40960", "train.log_every=8192", "train.num_seeds=4",
-        "train.progress=false"])
+    config = jaxrl_async.load_config(
+        "ppo_cartpole",
+        [
+            "env.name=navix:Navix-Empty-5x5-v0",
+            "env.kwargs.max_steps=20",
+            "env.num_envs=16",
+            "env.normalize_obs=true",
+            "pipeline.rollout_len=32",
+            "agent.learning_rate=5e-4",
+            "train.total_steps=40960",
+            "train.log_every=8192",
+            "train.num_seeds=4",
+            "train.progress=false",
+        ],
+    )
     assert_learns(jaxrl_async.train(config), 0.9, min_passing=3)

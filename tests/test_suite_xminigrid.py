@@ -59,8 +59,13 @@ def suite_rollout(env, params, reset_key, step_keys, actions):
             done = ended.last()
             restart = env.reset(params, k)
             timestep = jax.tree.map(lambda r, s: jnp.where(done, r, s), restart, ended)
-            return timestep, (timestep.observation, ended.reward, done & (ended.discount == 0),
-                              done & (ended.discount > 0), ended.observation)
+            return timestep, (
+                timestep.observation,
+                ended.reward,
+                done & (ended.discount == 0),
+                done & (ended.discount > 0),
+                ended.observation,
+            )
 
         return first.observation, jax.lax.scan(body, first, (step_keys, actions))[1]
 
@@ -92,7 +97,7 @@ def test_empty_random_matches_xminigrid_across_truncations_and_restarts():
     assert all(not np.array_equal(obs[t], final[t]) for t in ends)
     # EmptyRandom's reset is random: the episodes start from different places.
     starts = [first_obs, *obs[ends]]
-    assert all(not np.array_equal(a, b) for i, a in enumerate(starts) for b in starts[i + 1:])
+    assert all(not np.array_equal(a, b) for i, a in enumerate(starts) for b in starts[i + 1 :])
 
 
 def test_reaching_the_goal_terminates_and_the_next_episode_starts_afresh():
@@ -100,11 +105,11 @@ def test_reaching_the_goal_terminates_and_the_next_episode_starts_afresh():
     env, params = suites.make("xminigrid:MiniGrid-Empty-5x5")
     actions = jnp.array([FORWARD, FORWARD, RIGHT, FORWARD, FORWARD, LEFT], jnp.int32)
     _, _, (first_obs, (obs, reward, terminated, truncated, final)) = rollout(
-        env, params, jax.random.key(0), actions)
+        env, params, jax.random.key(0), actions
+    )
     assert terminated.tolist() == [False] * 4 + [True, False] and not truncated.any()
     # xminigrid's reward for the goal: 1 - 0.9 * steps / max_steps (100 here).
-    np.testing.assert_allclose(reward, [0, 0, 0, 0, 1 - 0.9 * 5 / params.max_steps, 0],
-                               rtol=1e-6)
+    np.testing.assert_allclose(reward, [0, 0, 0, 0, 1 - 0.9 * 5 / params.max_steps, 0], rtol=1e-6)
     np.testing.assert_array_equal(obs[4], first_obs)  # Empty's reset is fixed
     assert not np.array_equal(final[4], obs[4])
 
@@ -126,8 +131,9 @@ def one_line_error(error_type, *args, **kwargs):
 
 def test_an_xland_benchmark_on_a_minigrid_env_is_a_one_line_config_error():
     assert "MiniGrid-Empty-8x8" in suites.adapter("xminigrid").ids()
-    assert "XLand" in one_line_error(ConfigError, "xminigrid:MiniGrid-Empty-5x5",
-                                     benchmark="trivial-21k")
+    assert "XLand" in one_line_error(
+        ConfigError, "xminigrid:MiniGrid-Empty-5x5", benchmark="trivial-21k"
+    )
 
 
 @pytest.fixture
@@ -153,25 +159,28 @@ def test_xland_needs_a_benchmark_rule_set(benchmark_dir):
 
     # A two-rule-set stand-in for the download: "go next to a red (or blue) ball".
     balls = [TILES_REGISTRY[Tiles.BALL, color] for color in (Colors.RED, Colors.BLUE)]
-    benchmarks.save_bz2_pickle({
-        "goals": jnp.stack([AgentNearGoal(tile=ball).encode() for ball in balls]),
-        "rules": jnp.stack([EmptyRule().encode()[None]] * 2),
-        "init_tiles": jnp.stack([ball[None] for ball in balls]),
-        "num_rules": jnp.zeros(2, jnp.uint8),
-    }, str(benchmark_dir / benchmarks.NAME2HFFILENAME["trivial-21k"]))
+    benchmarks.save_bz2_pickle(
+        {
+            "goals": jnp.stack([AgentNearGoal(tile=ball).encode() for ball in balls]),
+            "rules": jnp.stack([EmptyRule().encode()[None]] * 2),
+            "init_tiles": jnp.stack([ball[None] for ball in balls]),
+            "num_rules": jnp.zeros(2, jnp.uint8),
+        },
+        str(benchmark_dir / benchmarks.NAME2HFFILENAME["trivial-21k"]),
+    )
     env, params = suites.make(name, benchmark="trivial-21k", ruleset=1)
     np.testing.assert_array_equal(params.ruleset.init_tiles, balls[1][None])
     assert check_env(env, params).obs_shape == (5, 5, 2)
-    assert "rule sets 0..1" in one_line_error(ConfigError, name, benchmark="trivial-21k",
-                                              ruleset=2)
+    assert "rule sets 0..1" in one_line_error(ConfigError, name, benchmark="trivial-21k", ruleset=2)
 
 
 def test_direct_is_the_suites_own_reset_and_step():
     """`direct` (bench's adapter-overhead baseline): xminigrid's reset and step for one env
     under jit, the TimeStep as the state, no auto-reset."""
     reset, step = suites.adapter("xminigrid").direct("MiniGrid-Empty-5x5", max_steps=1)
-    timestep = jax.jit(step)(jax.random.key(1), jax.jit(reset)(jax.random.key(0)),
-                             jnp.int32(FORWARD))
+    timestep = jax.jit(step)(
+        jax.random.key(1), jax.jit(reset)(jax.random.key(0)), jnp.int32(FORWARD)
+    )
     assert timestep.state.agent.position.tolist() == [1, 2] and timestep.last()
     # No auto-reset: the limit's LAST step is returned as it is.
     assert int(timestep.state.step_num) == 1
@@ -187,8 +196,17 @@ def test_ppo_solves_empty_5x5_by_name():
     random, episodes = random_return(env, params, num_envs=256, steps=512)
     assert episodes >= 256, episodes
     assert 0.1 < random < 0.4, random
-    config = jaxrl_async.load_config("ppo_cartpole", [
-        "env.name=xminigrid:MiniGrid-Empty-5x5", "env.num_envs=16", "pipeline.rollout_len=32",
-        "agent.learning_rate=1e-3", "train.total_steps=49152", "train.log_every=4096",
-        "train.num_seeds=4", "train.progress=false"])
+    config = jaxrl_async.load_config(
+        "ppo_cartpole",
+        [
+            "env.name=xminigrid:MiniGrid-Empty-5x5",
+            "env.num_envs=16",
+            "pipeline.rollout_len=32",
+            "agent.learning_rate=1e-3",
+            "train.total_steps=49152",
+            "train.log_every=4096",
+            "train.num_seeds=4",
+            "train.progress=false",
+        ],
+    )
     assert_learns(jaxrl_async.train(config), 0.9, min_passing=3)

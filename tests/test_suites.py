@@ -16,8 +16,9 @@ from jaxrl_async.tools.bench import has_direct
 
 # (suite, module it needs, env id, keywords): a small, quick env of each suite.
 SUITES = [
-    pytest.param("brax", "brax", "inverted_pendulum",
-                 {"backend": "spring", "episode_length": 6}, id="brax"),
+    pytest.param(
+        "brax", "brax", "inverted_pendulum", {"backend": "spring", "episode_length": 6}, id="brax"
+    ),
     pytest.param("craftax", "craftax", "Craftax-Classic-Symbolic-v1", {}, id="craftax"),
     pytest.param("jumanji", "jumanji", "Snake-v1", {}, id="jumanji"),
     pytest.param("navix", "navix", "Navix-Empty-5x5-v0", {}, id="navix"),
@@ -42,15 +43,18 @@ def test_reset_and_step_states_have_the_same_types(suite, module, env_id, kwargs
     action = jnp.zeros(space.shape, space.dtype)
     _, state = jax.eval_shape(env.reset, keys[0], params)
     stepped = jax.eval_shape(env.step, keys[1], state, action, params)[1]
-    assert [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(state)] == \
-        [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(stepped)]
+    assert [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(state)] == [
+        (x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(stepped)
+    ]
 
 
 @pytest.mark.parametrize("suite, module, env_id, kwargs", SUITES)
 def test_an_unknown_id_or_keyword_is_a_one_line_config_error(suite, module, env_id, kwargs):
     pytest.importorskip(module)
-    for name, extra, match in [(f"{suite}:No-Such-Env-v0", {}, f"unknown {suite} env"),
-                               (f"{suite}:{env_id}", {"nope": 1}, "nope")]:
+    for name, extra, match in [
+        (f"{suite}:No-Such-Env-v0", {}, f"unknown {suite} env"),
+        (f"{suite}:{env_id}", {"nope": 1}, "nope"),
+    ]:
         with pytest.raises(ConfigError, match=match) as info:
             suites.make(name, **{**kwargs, **extra})
         assert "\n" not in str(info.value)

@@ -4,7 +4,6 @@ Adam of their own, acting and greedy actions, bad settings, and learning Pendulu
 several seeds in one program (its resume is test_resume.py's, its devices
 test_multidevice.py's)."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,15 +18,24 @@ from jaxrl_async.errors import ConfigError
 from jaxrl_async.types import BuildContext
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.learning import assert_learns, curves
-from tests.helpers.references import (critics_np, dense_layers, mlp_np, pendulum_sample,
-                                      pendulum_spec)
+from tests.helpers.references import (
+    critics_np,
+    dense_layers,
+    mlp_np,
+    pendulum_sample,
+    pendulum_spec,
+)
 
 TINY = TD3Config(hidden_sizes=(16, 16), learning_rate=3e-3)
 
 
 def build(config=TINY, axis_name=None):
-    return make_td3(config, BuildContext(pendulum_spec(), num_envs=4, rollout_len=1,
-                                         num_updates=10, axis_name=axis_name))
+    return make_td3(
+        config,
+        BuildContext(
+            pendulum_spec(), num_envs=4, rollout_len=1, num_updates=10, axis_name=axis_name
+        ),
+    )
 
 
 make_sample = pendulum_sample
@@ -45,8 +53,10 @@ def spread_out(state):
     head = params["params"]["Dense_0"]
     params["params"]["Dense_0"] = {"kernel": 150.0 * head["kernel"], "bias": head["bias"]}
     return state.replace(
-        params=params, target_params=jax.tree.map(lambda x: 0.8 * x - 0.01, params),
-        target_critic=jax.tree.map(lambda x: 1.1 * x + 0.01, state.critic))
+        params=params,
+        target_params=jax.tree.map(lambda x: 0.8 * x - 0.01, params),
+        target_critic=jax.tree.map(lambda x: 1.1 * x + 0.01, state.critic),
+    )
 
 
 def td_reference(state, sample, key, config, half=2.0, noise_clip=None):
@@ -56,15 +66,19 @@ def td_reference(state, sample, key, config, half=2.0, noise_clip=None):
     depth = len(config.hidden_sizes)
     items = sample.items
     b, action_dim = items.action.shape
-    eps = np.stack([np.asarray(jax.random.normal(jax.random.fold_in(key, i), (action_dim,)))
-                    for i in range(b)]).astype(np.float64)
+    eps = np.stack(
+        [np.asarray(jax.random.normal(jax.random.fold_in(key, i), (action_dim,))) for i in range(b)]
+    ).astype(np.float64)
     clip = config.noise_clip if noise_clip is None else noise_clip
     smoothing = np.clip(config.policy_noise * eps, -clip, clip)
-    next_action = np.clip(actor_np(state.target_params, items.next_obs, depth) + smoothing,
-                          -1.0, 1.0)
+    next_action = np.clip(
+        actor_np(state.target_params, items.next_obs, depth) + smoothing, -1.0, 1.0
+    )
     next_q = critics_np(state.target_critic, items.next_obs, next_action, depth).min(0)
-    target = (config.reward_scale * np.asarray(items.reward, np.float64)
-              + np.asarray(items.discount, np.float64) * next_q)
+    target = (
+        config.reward_scale * np.asarray(items.reward, np.float64)
+        + np.asarray(items.discount, np.float64) * next_q
+    )
     q = critics_np(state.critic, items.obs, np.asarray(items.action, np.float64) / half, depth)
     return q - target, target
 
@@ -91,8 +105,7 @@ def test_smoothing_noise_is_clipped_to_noise_clip_and_actions_to_the_bounds():
 
 # One agent for the learner and actor tests: its settings that shape the program are
 # these; the hyperparameters the learner reads from its state are set per test.
-SHARED = TD3Config(hidden_sizes=(16, 16), learning_rate=3e-3, policy_delay=3,
-                   exploration_noise=0.3)
+SHARED = TD3Config(hidden_sizes=(16, 16), learning_rate=3e-3, policy_delay=3, exploration_noise=0.3)
 
 
 @pytest.fixture(scope="module")
@@ -100,13 +113,19 @@ def shared():
     """(agent, learn, act, greedy, the initial state of key 0), compiled once: the twin
     critics' orthogonal init alone takes seconds to compile."""
     agent = build(SHARED)
-    return (agent, jax.jit(agent.learn), jax.jit(agent.act), jax.jit(agent.greedy),
-            jax.jit(agent.init)(jax.random.key(0)))
+    return (
+        agent,
+        jax.jit(agent.learn),
+        jax.jit(agent.act),
+        jax.jit(agent.greedy),
+        jax.jit(agent.init)(jax.random.key(0)),
+    )
 
 
 def with_hparams(state, **values):
-    return state.replace(hparams={**state.hparams,
-                                  **{k: jnp.float32(v) for k, v in values.items()}})
+    return state.replace(
+        hparams={**state.hparams, **{k: jnp.float32(v) for k, v in values.items()}}
+    )
 
 
 @pytest.mark.parametrize("policy_noise,noise_clip", [(0.2, 0.5), (2.0, 0.1)])
@@ -116,18 +135,21 @@ def test_critic_step_matches_the_numpy_twin_min_target(shared, policy_noise, noi
     target against numpy: the target actor with clipped smoothing noise, the minimum of
     the target critics, n-step rewards and discounts, importance weights."""
     _, learn, _, _, initial = shared
-    config = TD3Config(hidden_sizes=(16, 16), reward_scale=0.5, policy_noise=policy_noise,
-                       noise_clip=noise_clip)
-    state = with_hparams(spread_out(initial), reward_scale=0.5,
-                         policy_noise=policy_noise, noise_clip=noise_clip)
+    config = TD3Config(
+        hidden_sizes=(16, 16), reward_scale=0.5, policy_noise=policy_noise, noise_clip=noise_clip
+    )
+    state = with_hparams(
+        spread_out(initial), reward_scale=0.5, policy_noise=policy_noise, noise_clip=noise_clip
+    )
     sample = make_sample()
     key = jax.random.key(7)
     _, metrics, priorities = learn(state, sample, key)
     td, target = td_reference(state, sample, key, config)
     np.testing.assert_allclose(np.asarray(priorities), np.abs(td).mean(0), rtol=1e-4, atol=1e-5)
     weights = np.linspace(0.2, 1.0, 32)
-    np.testing.assert_allclose(float(metrics["critic_loss"]),
-                               0.5 * np.sum(np.mean(weights * td**2, -1)), rtol=1e-4)
+    np.testing.assert_allclose(
+        float(metrics["critic_loss"]), 0.5 * np.sum(np.mean(weights * td**2, -1)), rtol=1e-4
+    )
     np.testing.assert_allclose(float(metrics["target"]), target.mean(), rtol=1e-4, atol=1e-5)
     # The min over the twins matters here (a mean or one critic would be far off) ...
     depth = len(config.hidden_sizes)
@@ -167,13 +189,17 @@ def test_actor_and_targets_move_exactly_every_policy_delay_critic_updates(shared
         if delayed:
             obs = np.asarray(sample.items.obs, np.float64)
             q1 = critics_np(new.critic, obs, actor_np(state.params, obs, 2), 2)[0]
-            np.testing.assert_allclose(float(metrics["actor_loss"]), -q1.mean(), rtol=1e-4,
-                                       atol=1e-5)
+            np.testing.assert_allclose(
+                float(metrics["actor_loss"]), -q1.mean(), rtol=1e-4, atol=1e-5
+            )
             # The targets take one Polyak step towards the new actor and critics.
-            for target, online, old in ((new.target_params, new.params, state.target_params),
-                                        (new.target_critic, new.critic, state.target_critic)):
-                np.testing.assert_allclose(flat(target), 0.1 * flat(online) + 0.9 * flat(old),
-                                           rtol=1e-5, atol=1e-7)
+            for target, online, old in (
+                (new.target_params, new.params, state.target_params),
+                (new.target_critic, new.critic, state.target_critic),
+            ):
+                np.testing.assert_allclose(
+                    flat(target), 0.1 * flat(online) + 0.9 * flat(old), rtol=1e-5, atol=1e-7
+                )
         else:  # in between, the last actor update's loss is reported
             assert float(metrics["actor_loss"]) == float(state.actor_metrics["actor_loss"])
         state = new
@@ -204,8 +230,9 @@ def test_acting_adds_clipped_gaussian_noise_and_greedy_is_noiseless(shared):
     a = np.asarray(act(big, wide, keys, None)[0])
     assert a.min() == spec.action_low[0] and a.max() == spec.action_high[0]
     # One key per env: an env's action does not depend on the rest of the batch.
-    np.testing.assert_array_equal(np.asarray(act(params, obs[:7], keys[:7], None)[0]),
-                                  np.asarray(action[:7]))
+    np.testing.assert_array_equal(
+        np.asarray(act(params, obs[:7], keys[:7], None)[0]), np.asarray(action[:7])
+    )
 
 
 # --- configuration -------------------------------------------------------------------------
@@ -215,19 +242,28 @@ def test_discrete_envs_and_bad_values_are_config_errors():
     env, params = make("CartPole-v1")
     with pytest.raises(ConfigError, match="td3 needs continuous actions"):
         make_td3(TINY, BuildContext(spec_of(env, params), 4, 1, 10))
-    for bad in ({"policy_delay": 0}, {"policy_noise": -0.1}, {"noise_clip": -1.0},
-                {"exploration_noise": -0.5}, {"tau": 0.0}, {"tau": 1.5},
-                {"learning_rate": -1.0}, {"n_step": 0}, {"gamma": 1.1},
-                {"updates_per_tick": 0}, {"reward_scale": 0.0}, {"max_grad_norm": -1.0},
-                {"memory": "gru"}):
+    for bad in (
+        {"policy_delay": 0},
+        {"policy_noise": -0.1},
+        {"noise_clip": -1.0},
+        {"exploration_noise": -0.5},
+        {"tau": 0.0},
+        {"tau": 1.5},
+        {"learning_rate": -1.0},
+        {"n_step": 0},
+        {"gamma": 1.1},
+        {"updates_per_tick": 0},
+        {"reward_scale": 0.0},
+        {"max_grad_norm": -1.0},
+        {"memory": "gru"},
+    ):
         with pytest.raises(ConfigError, match=f"agent.{next(iter(bad))}") as info:
             TD3Config(**bad)
         assert "\n" not in str(info.value)
 
 
 def test_cli_bad_value_exits_2_with_one_line(tmp_path):
-    code, stderr = run_cli_in_process("train", "td3_pendulum", "agent.policy_delay=0",
-                                      cwd=tmp_path)
+    code, stderr = run_cli_in_process("train", "td3_pendulum", "agent.policy_delay=0", cwd=tmp_path)
     assert code == 2, stderr[-2000:]
     lines = stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("jaxrl-async: error: "), stderr
@@ -243,8 +279,11 @@ def test_cli_bad_value_exits_2_with_one_line(tmp_path):
 # rate 99% of draws of five pass.
 @pytest.mark.slow
 def test_td3_solves_pendulum():
-    result = jaxrl_async.train(jaxrl_async.load_config("td3_pendulum", [
-        "train.total_steps=6000", "train.num_seeds=5", "train.progress=false"]))
+    result = jaxrl_async.train(
+        jaxrl_async.load_config(
+            "td3_pendulum", ["train.total_steps=6000", "train.num_seeds=5", "train.progress=false"]
+        )
+    )
     assert_learns(result, -250.0, 3)
     assert np.all(curves(result)[:, 0] < -900.0), "the first log point should be far from solved"
     for key in ("critic_loss", "actor_loss", "q", "critic_grad_norm", "actor_grad_norm"):

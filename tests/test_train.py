@@ -30,9 +30,15 @@ def test_ppo_solves_cartpole(prng="philox4x32"):
     """The reference config at its shipped budget: 3 of 4 seeds and the median reach 475.
     A shorter budget leaves too many seeds short to rest a test on.
     """
-    config = jaxrl_async.load_config("ppo_cartpole", [
-        "train.total_steps=500000", "train.num_seeds=4", f"train.prng={prng}",
-        "train.progress=false"])
+    config = jaxrl_async.load_config(
+        "ppo_cartpole",
+        [
+            "train.total_steps=500000",
+            "train.num_seeds=4",
+            f"train.prng={prng}",
+            "train.progress=false",
+        ],
+    )
     result = jaxrl_async.train(config)
     assert_learns(result, 475.0, min_passing=3)
     first = curves(result)[:, 0]
@@ -44,11 +50,21 @@ def test_trains_custom_env_to_its_optimum(prng="threefry2x32"):
     """PPO on the MatchContext probe env (optimum 8): 7 of 8 seeds and the median reach 97%.
     The budget is twice the one at which seeds end too close to the threshold.
     """
-    config = jaxrl_async.load_config("ppo_cartpole", [
-        "env.num_envs=8", "pipeline.rollout_len=16", "agent.hidden_sizes=[16]",
-        "agent.learning_rate=3e-3", "agent.ent_coef=0.0", "train.total_steps=10240",
-        "train.log_every=512", "train.num_seeds=8", f"train.prng={prng}",
-        "train.progress=false"])
+    config = jaxrl_async.load_config(
+        "ppo_cartpole",
+        [
+            "env.num_envs=8",
+            "pipeline.rollout_len=16",
+            "agent.hidden_sizes=[16]",
+            "agent.learning_rate=3e-3",
+            "agent.ent_coef=0.0",
+            "train.total_steps=10240",
+            "train.log_every=512",
+            "train.num_seeds=8",
+            f"train.prng={prng}",
+            "train.progress=false",
+        ],
+    )
     result = jaxrl_async.train(config, env=MatchContext())
     optimum = MatchContext().default_params.episode_length
     assert_learns(result, 0.97 * optimum, min_passing=7)
@@ -88,9 +104,13 @@ def test_second_chunk_call_does_not_compile(small_config):
 
     compiles = []
     jax.monitoring.register_event_duration_secs_listener(
-        lambda event, duration, **kw: compiles.append(event)
-        if event == "/jax/compilation_cache/compile_time_saved_sec"
-        or event.endswith("backend_compile_duration") else None)
+        lambda event, duration, **kw: (
+            compiles.append(event)
+            if event == "/jax/compilation_cache/compile_time_saved_sec"
+            or event.endswith("backend_compile_duration")
+            else None
+        )
+    )
     state, _ = chunk(state)
     jax.block_until_ready(state)
     first = len(compiles)
@@ -105,8 +125,15 @@ def test_second_chunk_call_does_not_compile(small_config):
 @pytest.mark.slow
 def test_cli_train_writes_run_directory(cli, tmp_path):
     run_dir = tmp_path / "run"
-    proc = cli("train", "ppo_cartpole", *SMALL, "train.progress=true", "--run-dir", str(run_dir),
-               cwd=tmp_path)
+    proc = cli(
+        "train",
+        "ppo_cartpole",
+        *SMALL,
+        "train.progress=true",
+        "--run-dir",
+        str(run_dir),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     summary_line = proc.stdout.strip().splitlines()[-1]
     assert "4,096 steps" in summary_line and "SPS" in summary_line and str(run_dir) in summary_line
@@ -118,8 +145,15 @@ def test_cli_train_writes_run_directory(cli, tmp_path):
     records = [json.loads(line) for line in lines]
     assert [r["env_steps"] for r in records] == [1024, 2048, 3072, 4096]
     summary = json.loads((run_dir / "summary.json").read_text())
-    for key in ("env_steps", "sps", "final_return", "compile_seconds", "wall_seconds",
-                "jax_version", "devices"):
+    for key in (
+        "env_steps",
+        "sps",
+        "final_return",
+        "compile_seconds",
+        "wall_seconds",
+        "jax_version",
+        "devices",
+    ):
         assert key in summary, key
     assert summary["env_steps"] == 4096 and summary["sps"] > 0
     assert math.isfinite(summary["final_return"])
@@ -132,8 +166,14 @@ def test_second_start_loads_programs_from_the_compile_cache(cli, tmp_path):
     summaries = []
     for attempt in range(2):
         run_dir = tmp_path / f"run{attempt}"
-        proc = cli("train", *SMALL, "--run-dir", str(run_dir), cwd=tmp_path,
-                   env={"JAX_COMPILATION_CACHE_DIR": str(cache)})
+        proc = cli(
+            "train",
+            *SMALL,
+            "--run-dir",
+            str(run_dir),
+            cwd=tmp_path,
+            env={"JAX_COMPILATION_CACHE_DIR": str(cache)},
+        )
         assert proc.returncode == 0, proc.stderr
         summaries.append(json.loads((run_dir / "summary.json").read_text()))
     cold, warm = summaries
@@ -143,9 +183,17 @@ def test_second_start_loads_programs_from_the_compile_cache(cli, tmp_path):
     assert cold["final_return"] == warm["final_return"]
 
 
-@pytest.mark.parametrize("num_updates,target,expected", [
-    (976, 61, (61, 16)), (976, 64, (61, 16)), (12, 100, (12, 1)), (97, 10, (10, 9)),
-    (1, 8, (1, 1)), (100, 7, (5, 20))])
+@pytest.mark.parametrize(
+    "num_updates,target,expected",
+    [
+        (976, 61, (61, 16)),
+        (976, 64, (61, 16)),
+        (12, 100, (12, 1)),
+        (97, 10, (10, 9)),
+        (1, 8, (1, 1)),
+        (100, 7, (5, 20)),
+    ],
+)
 def test_plan_calls_tiles_the_run_with_one_program(num_updates, target, expected):
     from jaxrl_async.runplan import plan_calls
 
@@ -167,9 +215,21 @@ def test_cli_interrupt_exits_130_after_the_current_call(cli, tmp_path, signum):
     run_dir = tmp_path / "run"
     # No LR annealing: the resume to a new total runs the program the first run compiled.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jaxrl_async", "train", *SMALL, "train.total_steps=50000000",
-         "agent.anneal_lr=false", "--run-dir", str(run_dir)], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "jaxrl_async",
+            "train",
+            *SMALL,
+            "train.total_steps=50000000",
+            "agent.anneal_lr=false",
+            "--run-dir",
+            str(run_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     metrics = run_dir / "metrics.jsonl"
     deadline = time.monotonic() + 120
     while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
@@ -178,8 +238,10 @@ def test_cli_interrupt_exits_130_after_the_current_call(cli, tmp_path, signum):
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
-    assert err.strip().splitlines()[-1] == \
-        f"jaxrl-async: interrupted; resume with: jaxrl-async resume {run_dir}"
+    assert (
+        err.strip().splitlines()[-1]
+        == f"jaxrl-async: interrupted; resume with: jaxrl-async resume {run_dir}"
+    )
     assert "Traceback" not in err
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
     stopped = records[-1]["env_steps"]

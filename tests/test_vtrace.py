@@ -8,8 +8,9 @@ import pytest
 from jaxrl_async.returns import VTraceReturns, vtrace
 
 
-def vtrace_reference(values, bootstrap_value, rewards, discounts, log_rhos, lambda_,
-                     clip_rho, clip_pg_rho):
+def vtrace_reference(
+    values, bootstrap_value, rewards, discounts, log_rhos, lambda_, clip_rho, clip_pg_rho
+):
     """Plain Python, [T][B] lists, from the sum form of Espeholt et al. (2018), eq. 1:
 
     v_s = V(x_s) + sum_{t>=s} (prod_{i=s}^{t-1} discount_i c_i) delta_t,
@@ -27,14 +28,16 @@ def vtrace_reference(values, bootstrap_value, rewards, discounts, log_rhos, lamb
             total, trace = value(s), 1.0
             for t in range(s, T):
                 delta = clip(rho[t], clip_rho) * (
-                    rewards[t][b] + discounts[t][b] * value(t + 1) - value(t))
+                    rewards[t][b] + discounts[t][b] * value(t + 1) - value(t)
+                )
                 total += trace * delta
                 trace *= discounts[t][b] * lambda_ * min(1.0, rho[t])
             vs[s][b] = total
         for s in range(T):
             next_vs = bootstrap_value[b] if s == T - 1 else vs[s + 1][b]
             pg[s][b] = clip(rho[s], clip_pg_rho) * (
-                rewards[s][b] + discounts[s][b] * next_vs - value(s))
+                rewards[s][b] + discounts[s][b] * next_vs - value(s)
+            )
     return np.array(vs), np.array(pg)
 
 
@@ -63,10 +66,15 @@ def test_vtrace_matches_python_reference_with_ends_and_clipping(seed, lambda_, c
     rhos = np.exp(inputs[-1])
     # The inputs exercise what the test claims: clipping active on both sides and traces cut.
     assert (rhos > 2.0).any() and (rhos < 0.5).any() and (inputs[3] == 0).any()
-    expected_vs, expected_pg = vtrace_reference(*(x.tolist() for x in inputs), lambda_,
-                                                clip_rho, clip_pg_rho)
-    got = vtrace(*_as_jax(*inputs), lambda_=lambda_, clip_rho_threshold=clip_rho,
-                 clip_pg_rho_threshold=clip_pg_rho)
+    expected_vs, expected_pg = vtrace_reference(
+        *(x.tolist() for x in inputs), lambda_, clip_rho, clip_pg_rho
+    )
+    got = vtrace(
+        *_as_jax(*inputs),
+        lambda_=lambda_,
+        clip_rho_threshold=clip_rho,
+        clip_pg_rho_threshold=clip_pg_rho,
+    )
     assert isinstance(got, VTraceReturns)
     assert got.vs.shape == got.pg_advantages.shape == inputs[0].shape
     np.testing.assert_allclose(np.asarray(got.vs), expected_vs, rtol=1e-5, atol=1e-5)
@@ -86,8 +94,9 @@ def test_on_policy_vtrace_is_the_bootstrapped_discounted_return():
     got = vtrace(*_as_jax(values, bootstrap, rewards, discounts, np.zeros_like(values)))
     np.testing.assert_allclose(np.asarray(got.vs), expected, rtol=1e-5, atol=1e-5)
     # ...and the advantage is the return minus the baseline.
-    np.testing.assert_allclose(np.asarray(got.pg_advantages), expected - values,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(got.pg_advantages), expected - values, rtol=1e-5, atol=1e-5
+    )
 
 
 def test_vtrace_outputs_are_constants_to_autodiff():
@@ -108,26 +117,61 @@ def test_vtrace_jitted_equals_eager():
     jitted = jax.jit(lambda *a: vtrace(*a, **kwargs))(*args)
     # Hyperparameters traced as arrays must work too (they can live in state).
     traced = jax.jit(lambda a, kw: vtrace(*a, **kw))(
-        args, {k: jnp.float32(v) for k, v in kwargs.items()})
+        args, {k: jnp.float32(v) for k, v in kwargs.items()}
+    )
     for other in (jitted, traced):
         for x, y in zip(other, eager):
             np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("shapes", [
-    {"values": (5, 3), "bootstrap": (3,), "rewards": (4, 3), "discounts": (5, 3),
-     "log_rhos": (5, 3)},
-    {"values": (5, 3), "bootstrap": (3,), "rewards": (5, 3), "discounts": (5, 2),
-     "log_rhos": (5, 3)},
-    {"values": (5, 3), "bootstrap": (3,), "rewards": (5, 3), "discounts": (5, 3),
-     "log_rhos": (5,)},
-    {"values": (5, 3), "bootstrap": (2,), "rewards": (5, 3), "discounts": (5, 3),
-     "log_rhos": (5, 3)},
-    {"values": (5, 3), "bootstrap": (5, 3), "rewards": (5, 3), "discounts": (5, 3),
-     "log_rhos": (5, 3)},
-], ids=["rewards-T", "discounts-B", "log_rhos-rank", "bootstrap-B", "bootstrap-rank"])
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        {
+            "values": (5, 3),
+            "bootstrap": (3,),
+            "rewards": (4, 3),
+            "discounts": (5, 3),
+            "log_rhos": (5, 3),
+        },
+        {
+            "values": (5, 3),
+            "bootstrap": (3,),
+            "rewards": (5, 3),
+            "discounts": (5, 2),
+            "log_rhos": (5, 3),
+        },
+        {
+            "values": (5, 3),
+            "bootstrap": (3,),
+            "rewards": (5, 3),
+            "discounts": (5, 3),
+            "log_rhos": (5,),
+        },
+        {
+            "values": (5, 3),
+            "bootstrap": (2,),
+            "rewards": (5, 3),
+            "discounts": (5, 3),
+            "log_rhos": (5, 3),
+        },
+        {
+            "values": (5, 3),
+            "bootstrap": (5, 3),
+            "rewards": (5, 3),
+            "discounts": (5, 3),
+            "log_rhos": (5, 3),
+        },
+    ],
+    ids=["rewards-T", "discounts-B", "log_rhos-rank", "bootstrap-B", "bootstrap-rank"],
+)
 def test_vtrace_rejects_mismatched_shapes(shapes):
     arrays = {name: jnp.zeros(shape) for name, shape in shapes.items()}
     with pytest.raises(ValueError, match="vtrace"):
-        vtrace(arrays["values"], arrays["bootstrap"], arrays["rewards"], arrays["discounts"],
-               arrays["log_rhos"])
+        vtrace(
+            arrays["values"],
+            arrays["bootstrap"],
+            arrays["rewards"],
+            arrays["discounts"],
+            arrays["log_rhos"],
+        )

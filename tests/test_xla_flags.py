@@ -10,18 +10,32 @@ import pytest
 from jaxrl_async import _xla_flags
 
 
-@pytest.mark.parametrize("given, cores, expected", [
-    (None, 2, "--xla_cpu_enable_concurrency_optimized_scheduler=false "
-              "--xla_force_host_platform_device_count=2"),
-    ("--foo=1", 64, "--foo=1 --xla_cpu_enable_concurrency_optimized_scheduler=false "
-                    "--xla_force_host_platform_device_count=8"),
-    # one core: nothing to split; the user's own settings win
-    (None, 1, "--xla_cpu_enable_concurrency_optimized_scheduler=false"),
-    ("--xla_force_host_platform_device_count=3 "
-     "--xla_cpu_enable_concurrency_optimized_scheduler=true", 2,
-     "--xla_force_host_platform_device_count=3 "
-     "--xla_cpu_enable_concurrency_optimized_scheduler=true"),
-])
+@pytest.mark.parametrize(
+    "given, cores, expected",
+    [
+        (
+            None,
+            2,
+            "--xla_cpu_enable_concurrency_optimized_scheduler=false "
+            "--xla_force_host_platform_device_count=2",
+        ),
+        (
+            "--foo=1",
+            64,
+            "--foo=1 --xla_cpu_enable_concurrency_optimized_scheduler=false "
+            "--xla_force_host_platform_device_count=8",
+        ),
+        # one core: nothing to split; the user's own settings win
+        (None, 1, "--xla_cpu_enable_concurrency_optimized_scheduler=false"),
+        (
+            "--xla_force_host_platform_device_count=3 "
+            "--xla_cpu_enable_concurrency_optimized_scheduler=true",
+            2,
+            "--xla_force_host_platform_device_count=3 "
+            "--xla_cpu_enable_concurrency_optimized_scheduler=true",
+        ),
+    ],
+)
 def test_flags_are_added_only_where_xla_flags_says_nothing(monkeypatch, given, cores, expected):
     monkeypatch.delenv("JAXRL_ASYNC_KEEP_XLA_FLAGS", raising=False)
     if given is None:
@@ -42,14 +56,17 @@ def test_keep_leaves_xla_flags_alone(monkeypatch):
 
 def test_a_fresh_process_gets_one_cpu_device_per_core_and_runs_choose_from_them():
     """Without the suite's one-device pin (conftest): the default a user gets."""
-    script = ("import json, jax, jaxrl_async\n"
-              "print(json.dumps({'devices': jax.local_device_count(), 'choice': {\n"
-              "    name: jaxrl_async.choose_layout(jaxrl_async.load_config(name)).devices\n"
-              "    for name in ('dqn_cartpole', 'r2d2_cartpole_masked',\n"
-              "                 'ppo_breakout_minatar')}}))\n")
+    script = (
+        "import json, jax, jaxrl_async\n"
+        "print(json.dumps({'devices': jax.local_device_count(), 'choice': {\n"
+        "    name: jaxrl_async.choose_layout(jaxrl_async.load_config(name)).devices\n"
+        "    for name in ('dqn_cartpole', 'r2d2_cartpole_masked',\n"
+        "                 'ppo_breakout_minatar')}}))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     cores = min(_xla_flags.cpu_cores(), _xla_flags.MAX_CPU_DEVICES)

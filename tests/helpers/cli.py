@@ -23,9 +23,14 @@ def subprocess_env(devices: int | None = None, **extra: str) -> dict[str, str]:
 
 def run_cli(*args, cwd=None, timeout=600, env=None):
     """Run the real `python -m jaxrl_async` in a subprocess; returns CompletedProcess."""
-    return subprocess.run([sys.executable, "-m", "jaxrl_async", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "jaxrl_async", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def run_cli_in_process(*args, cwd):

@@ -32,14 +32,17 @@ def assert_learns(result, threshold: float, min_passing: int, last: int = 1):
         returns = np.nanmean(curves(result)[:, -last:], axis=1)
         what = f"means of the last {last} log points"
     passing = int(np.sum(returns >= threshold))
-    message = (f"{what} per seed {np.round(returns, 1).tolist()}: {passing} of "
-               f"{len(returns)} reach {threshold} (need {min_passing} and the median)")
+    message = (
+        f"{what} per seed {np.round(returns, 1).tolist()}: {passing} of "
+        f"{len(returns)} reach {threshold} (need {min_passing} and the median)"
+    )
     assert passing >= min_passing and np.nanmedian(returns) >= threshold, message
     return returns
 
 
-def random_return(env, params, num_envs: int = 64, steps: int = 1000,
-                  seed: int = 0) -> tuple[float, int]:
+def random_return(
+    env, params, num_envs: int = 64, steps: int = 1000, seed: int = 0
+) -> tuple[float, int]:
     """(mean return, episodes) of the episodes that uniformly random actions complete in
     `steps` steps of `num_envs` envs: the baseline a learning test must clearly beat,
     taken on the batched env the trainer steps (episode statistics included), in one
@@ -70,10 +73,13 @@ def random_return(env, params, num_envs: int = 64, steps: int = 1000,
             obs, state = carry
             act_key, step_key = jax.random.split(key)
             obs, state, _, _, _, info = batched.step(
-                jax.random.split(step_key, num_envs), state, act(act_key, obs), params)
+                jax.random.split(step_key, num_envs), state, act(act_key, obs), params
+            )
             done = info["episode_done"]
-            return (obs, state), (jnp.sum(jnp.where(done, info["episode_return"], 0.0)),
-                                  jnp.sum(done))
+            return (obs, state), (
+                jnp.sum(jnp.where(done, info["episode_return"], 0.0)),
+                jnp.sum(done),
+            )
 
         _, (total, count) = jax.lax.scan(step, (obs, state), jax.random.split(key, steps))
         return total.sum(), count.sum()

@@ -122,8 +122,9 @@ def advantages_reference(values, next_values, rewards, terminated, truncated, ga
         advantage = 0.0
         for t in reversed(range(T)):
             done = terminated[t][b] or truncated[t][b]
-            delta = rewards[t][b] + gamma * (1 - terminated[t][b]) * next_values[t][b] \
-                - values[t][b]
+            delta = (
+                rewards[t][b] + gamma * (1 - terminated[t][b]) * next_values[t][b] - values[t][b]
+            )
             advantage = delta + gamma * lambda_ * (1 - done) * advantage
             out[t][b] = advantage
     return np.array(out)
@@ -142,11 +143,11 @@ def walk_rollout(make_agent, T=16, B=4):
     env = WalkEnv()
     params = env.default_params
     agent = make_agent(BuildContext(check_env(env, params), B, T, 1, axis_name=AXIS))
-    pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params,
-                             PipelineShape(T, B))
+    pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params, PipelineShape(T, B))
     state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
-    _, _, _, traj, _ = jax.jit(pipeline.rollout)(state.learner.params, state.env_state,
-                                                 state.obs, state.memory, jax.random.PRNGKey(1))
+    _, _, _, traj, _ = jax.jit(pipeline.rollout)(
+        state.learner.params, state.env_state, state.obs, state.memory, jax.random.PRNGKey(1)
+    )
     return pipeline, state, traj
 
 
@@ -171,8 +172,12 @@ class MaskedImageMatch:
         return MatchParams()
 
     def observation_space(self, params):
-        return spaces.Dict({"image": spaces.Box(0.0, 1.0, (4, 4, 2), jnp.float32),
-                            "action_mask": spaces.Box(0, 1, (3,), jnp.bool_)})
+        return spaces.Dict(
+            {
+                "image": spaces.Box(0.0, 1.0, (4, 4, 2), jnp.float32),
+                "action_mask": spaces.Box(0, 1, (3,), jnp.bool_),
+            }
+        )
 
     def action_space(self, params):
         return spaces.Discrete(3)
@@ -186,15 +191,17 @@ class MaskedImageMatch:
         return self._obs(context), MatchState(context, jnp.int32(0))
 
     def step(self, key, state, action, params):
-        reward = jnp.where(action == 2, self.ILLEGAL_REWARD,
-                           (action == state.context).astype(jnp.float32))
+        reward = jnp.where(
+            action == 2, self.ILLEGAL_REWARD, (action == state.context).astype(jnp.float32)
+        )
         time = state.time + 1
         terminated = time >= params.episode_length
         context = jax.random.bernoulli(key).astype(jnp.int32)
         next_obs = self._obs(context)
         reset_obs, reset_state = self.reset(key, params)
-        state = jax.tree.map(lambda r, s: jnp.where(terminated, r, s), reset_state,
-                             MatchState(context, time))
+        state = jax.tree.map(
+            lambda r, s: jnp.where(terminated, r, s), reset_state, MatchState(context, time)
+        )
         obs = jax.tree.map(lambda r, n: jnp.where(terminated, r, n), reset_obs, next_obs)
         return obs, state, reward, terminated, jnp.bool_(False), {"final_observation": next_obs}
 
@@ -233,8 +240,9 @@ class ClockEnv:
         time = state.time + 1
         terminated = time >= state.length
         obs, reset_state = self.reset(key, params)
-        state = jax.tree.map(lambda r, s: jnp.where(terminated, r, s), reset_state,
-                             ClockState(time, state.length))
+        state = jax.tree.map(
+            lambda r, s: jnp.where(terminated, r, s), reset_state, ClockState(time, state.length)
+        )
         return obs, state, reward, terminated, jnp.bool_(False), {"final_observation": obs}
 
 
@@ -254,9 +262,13 @@ def counting_agent():
     class Learner(NamedTuple):
         params: Any
 
-    return Agent(init=lambda key: Learner(jnp.zeros(())),
-                 act=act, learn=lambda state, traj, key: (state, {}), greedy=greedy,
-                 init_carry=lambda batch: jnp.zeros((batch,), jnp.int32))
+    return Agent(
+        init=lambda key: Learner(jnp.zeros(())),
+        act=act,
+        learn=lambda state, traj, key: (state, {}),
+        greedy=greedy,
+        init_carry=lambda batch: jnp.zeros((batch,), jnp.int32),
+    )
 
 
 @struct.dataclass

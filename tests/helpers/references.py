@@ -29,8 +29,9 @@ def q_lambda_reference(rewards, terminated, truncated, next_q, gamma, lambda_):
             for n in range(1, N + 1):
                 discounted_rewards += gamma ** (n - 1) * rewards[t + n - 1][b]
                 last = t + n - 1
-                bootstrap = 0.0 if (n == N and terminated[last][b]) else \
-                    gamma ** n * max(next_q[last][b])
+                bootstrap = (
+                    0.0 if (n == N and terminated[last][b]) else gamma**n * max(next_q[last][b])
+                )
                 weight = (1 - lambda_) * lambda_ ** (n - 1) if n < N else lambda_ ** (N - 1)
                 total += weight * (discounted_rewards + bootstrap)
             out[t, b] = total
@@ -47,8 +48,10 @@ def mlp_np(layers, x):
 
 
 def dense_layers(tree, depth):
-    return [(tree["MLP_0"][f"Dense_{i}"]["kernel"], tree["MLP_0"][f"Dense_{i}"]["bias"])
-            for i in range(depth)] + [(tree["Dense_0"]["kernel"], tree["Dense_0"]["bias"])]
+    return [
+        (tree["MLP_0"][f"Dense_{i}"]["kernel"], tree["MLP_0"][f"Dense_{i}"]["bias"])
+        for i in range(depth)
+    ] + [(tree["Dense_0"]["kernel"], tree["Dense_0"]["bias"])]
 
 
 def critics_np(params, obs, action, depth):
@@ -75,9 +78,15 @@ def pendulum_sample(b=32, seed=0, discount=0.9):
     rng = np.random.default_rng(seed)
     obs = rng.normal(size=(b, 3)).astype(np.float32)
     items = NStepTransition(
-        obs=obs, action=rng.uniform(-2.0, 2.0, (b, 1)).astype(np.float32),
+        obs=obs,
+        action=rng.uniform(-2.0, 2.0, (b, 1)).astype(np.float32),
         reward=rng.normal(size=b).astype(np.float32),
         discount=np.where(np.arange(b) % 4 == 0, 0.0, discount).astype(np.float32),
-        next_obs=(obs + 0.1 * rng.normal(size=(b, 3))).astype(np.float32))
-    return Sample(items, np.arange(b, dtype=np.int32), np.full(b, 1.0 / b, np.float32),
-                  np.linspace(0.2, 1.0, b).astype(np.float32))
+        next_obs=(obs + 0.1 * rng.normal(size=(b, 3))).astype(np.float32),
+    )
+    return Sample(
+        items,
+        np.arange(b, dtype=np.int32),
+        np.full(b, 1.0 / b, np.float32),
+        np.linspace(0.2, 1.0, b).astype(np.float32),
+    )

@@ -26,8 +26,9 @@ def assert_same_state(a, b):
 def assert_same_records(a: list[dict], b: list[dict]):
     """Equal metrics records, wall time and SPS aside (NaN equals NaN)."""
     drop = ("sps", "wall_seconds")
-    assert [{k: v for k, v in r.items() if k not in drop} for r in a] == \
-        [{k: v for k, v in r.items() if k not in drop} for r in b]
+    assert [{k: v for k, v in r.items() if k not in drop} for r in a] == [
+        {k: v for k, v in r.items() if k not in drop} for r in b
+    ]
 
 
 def records(run_dir):
