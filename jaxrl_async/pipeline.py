@@ -38,7 +38,7 @@ from jaxrl_async.ticks import (
     make_replay_tick,
     make_sync_tick,
 )
-from jaxrl_async.types import Agent
+from jaxrl_async.types import Agent, ReplayUse
 
 __all__ = [
     "DETERMINISTIC_OPTIONS",
@@ -170,14 +170,13 @@ def make_pipeline(
     if shape.num_envs % mesh.size:
         raise ValueError(f"{shape.num_envs} envs do not split over {mesh.size} devices")
     local_envs = shape.num_envs // mesh.size
-    offpolicy = agent.data == "replay"
-    if offpolicy and replay is None:
-        raise ValueError("an off-policy agent needs a replay config")
+    use = _replay_use(agent, replay)  # None: an on-policy agent
+    offpolicy = use is not None
     rollout = make_rollout(agent, env, env_params, shape, local_envs)
     act = make_act(rollout, shape.tick_steps)
     prefill = functools.partial(prefill_in_flight, rollout=rollout) if shape.lag else None
-    if offpolicy:
-        stage = make_replay_stage(agent.replay, replay, mesh.size, shape.total_steps, AXIS)
+    if use is not None:
+        stage = make_replay_stage(use, replay, mesh.size, shape.total_steps, AXIS)
         window_rollout = make_rollout(
             agent,
             env,
@@ -215,12 +214,25 @@ def make_pipeline(
     )
 
 
+def _replay_use(agent: Agent, replay) -> ReplayUse | None:
+    """How an off-policy agent (`data == "replay"`) asks for replay; None for an on-policy one."""
+    if agent.data != "replay":
+        return None
+    if replay is None:
+        raise ValueError("an off-policy agent needs a replay config")
+    if agent.replay is None:
+        raise ValueError('an agent with data="replay" must set Agent.replay (a ReplayUse)')
+    return agent.replay
+
+
 def _map_over_mesh(mesh, env, specs: PipelineState, local: Pipeline) -> Pipeline:
     """The pipeline's programs, given as functions of one device's shards (`local`), each
     mapped over `mesh`."""
     env_spec, memory_spec, traj_spec = env.partition_spec(AXIS), specs.memory, P(None, AXIS)
     actor_specs = ActorState(env_spec, P(AXIS), memory_spec, P(), P())
     acted_specs = Acted(env_spec, P(AXIS), memory_spec, P(), P(), traj_spec, P(), P(), P())
+    # (in_specs, out_specs) of the learner's half: replay's or the double buffer's
+    learn_specs: tuple[tuple, tuple]
     if local.advance is not None:
         learn_specs = (
             (P(), P(), P(AXIS), traj_spec, ReplayInputs(P(), P(), P(), P())),

@@ -10,12 +10,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import jax
 from flax import struct
 from jax.sharding import PartitionSpec as P
 
-from jaxrl_async.param_queue import ParamQueue
 from jaxrl_async.sharding import AXIS
+from jaxrl_async.types import Leaf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,15 +39,15 @@ class PipelineShape:
 class PipelineState(struct.PyTreeNode):
     learner: Any
     env_state: Any  # [B, ...] per env (split over the mesh)
-    obs: jax.Array  # [B, ...] the observation each env shows now
-    key: jax.Array
-    updates: jax.Array  # learner updates done so far: the learner's parameter version
-    env_steps: jax.Array  # int32 env steps of all envs in ticks so far (prefills not counted)
+    obs: Leaf  # [B, ...] the observation each env shows now
+    key: Leaf
+    updates: Leaf  # learner updates done so far: the learner's parameter version
+    env_steps: Leaf  # int32 env steps of all envs in ticks so far (prefills not counted)
     # recurrent agents only (None otherwise): Memory [B, ...], each env's carry and whether
     # its current observation starts an episode; split over the mesh with the envs
     memory: Any = None
-    # lag >= 1 only (None otherwise):
-    actor_queue: ParamQueue | None = None
+    # lag >= 1 only (None otherwise): a ParamQueue
+    actor_queue: Any = None
     # on-policy agents at lag >= 1 only (None otherwise):
     in_flight: Any = None  # Transition [T, B, ...] written last tick, learned on this tick
     in_flight_version: Any = None  # the parameter version that wrote it

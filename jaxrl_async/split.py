@@ -128,7 +128,7 @@ def _compile_halves(actor: Pipeline, learner: Pipeline, state, options: dict | N
         jax.jit(queue_push, donate_argnums=0).lower(state.actor_queue, params, version),
         jax.jit(queue_oldest).lower(state.actor_queue),
     ]
-    if offpolicy:
+    if learner.advance is not None:  # off-policy
         given = ReplayInputs(
             scalar(state.env_steps),
             scalar(version),

@@ -38,17 +38,17 @@ from jaxrl_async.param_queue import queue_oldest, queue_push
 from jaxrl_async.pipeline_state import PipelineState
 from jaxrl_async.rollout import RolloutStart
 from jaxrl_async.sharding import AXIS
-from jaxrl_async.types import Agent
+from jaxrl_async.types import Agent, Leaf
 
 
 class ActorState(NamedTuple):
     """The fields of a PipelineState that the actor's half reads and moves on."""
 
     env_state: Any  # [B, ...]
-    obs: jax.Array  # [B, ...]
+    obs: Leaf  # [B, ...]
     memory: Any  # Memory [B, ...] (None: a memoryless agent)
-    key: jax.Array  # the run's key
-    env_steps: jax.Array
+    key: Leaf  # the run's key
+    env_steps: Leaf
 
 
 def actor_state(state) -> ActorState:
@@ -60,14 +60,14 @@ class Acted(NamedTuple):
     """The actor's half of a tick: the envs moved on, a trajectory and its statistics."""
 
     env_state: Any
-    obs: jax.Array
+    obs: Leaf
     memory: Any  # Memory [B, ...] (None: a memoryless agent)
-    key: jax.Array  # the run's key for the next tick
-    env_steps: jax.Array
+    key: Leaf  # the run's key for the next tick
+    env_steps: Leaf
     traj: Any  # Transition [T, B, ...]
-    version: jax.Array  # the parameter version that acted
-    stats: dict  # episode statistics of the rollout, summed over the mesh
-    learn_key: jax.Array  # this tick's key for the learner
+    version: Leaf  # the parameter version that acted
+    stats: Any  # dict: episode statistics of the rollout, summed over the mesh
+    learn_key: Leaf  # this tick's key for the learner
 
 
 def make_act(rollout: Callable, tick_steps: int) -> Callable:
@@ -135,10 +135,10 @@ def make_learn(agent: Agent, max_staleness: int) -> Callable:
 class ReplayInputs(NamedTuple):
     """What the replay learner takes from the actor's side of a tick (replicated)."""
 
-    env_steps: jax.Array  # env steps before this tick (learning starts, annealing)
-    version: jax.Array  # the parameter version that acted this tick
+    env_steps: Leaf  # env steps before this tick (learning starts, annealing)
+    version: Leaf  # the parameter version that acted this tick
     obs_stats: Any  # the env's observation statistics (None: not normalised)
-    key: jax.Array  # this tick's key for the learner
+    key: Leaf  # this tick's key for the learner
 
 
 def make_replay_learn(stage, agent_learn: Callable, observe: Callable) -> Callable:
@@ -248,6 +248,8 @@ def replay_tick(state: PipelineState, halves: Halves):
     with the parameters of L updates ago (the replay already decouples the learner
     from the newest data)."""
     to_actor, to_learner = halves.to_actor, halves.to_learner
+    advance, obs_stats = halves.advance, halves.obs_stats
+    assert advance is not None and obs_stats is not None  # make_replay_tick's halves
     queue = state.actor_queue
     params, version = (
         (state.learner.params, state.updates)
@@ -260,7 +262,7 @@ def replay_tick(state: PipelineState, halves: Halves):
     given = ReplayInputs(
         to_learner(state.env_steps, P()),
         to_learner(version, P()),
-        to_learner(halves.obs_stats(state.env_state), P()),
+        to_learner(obs_stats(state.env_state), P()),
         to_learner(acted.learn_key, P()),
     )
     learner, updates, replay, metrics = halves.learn(
@@ -272,7 +274,7 @@ def replay_tick(state: PipelineState, halves: Halves):
         **acted_fields(acted),
         actor_queue=queue,
         replay=replay,
-        window=halves.advance(state.window, to_learner(acted.traj, P(None, AXIS))),
+        window=advance(state.window, to_learner(acted.traj, P(None, AXIS))),
     )
     return state, {**metrics, **acted.stats}
 

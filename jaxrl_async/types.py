@@ -15,6 +15,9 @@ import jax
 import jax.numpy as jnp
 
 Params = Any
+# A state record's array field. The same record also describes its layout: a field then
+# holds the array's PartitionSpec (how it is split over the mesh) or ShapeDtypeStruct.
+Leaf = Any
 LearnerState = Any  # any pytree with a `.params` field, the parameters the actor uses
 Metrics = dict[str, jax.Array]
 
@@ -74,7 +77,7 @@ class Agent(NamedTuple):
 
     def initial_memory(self, batch: int) -> Memory | None:
         """Every env at an episode's start (None for a memoryless agent)."""
-        if not self.recurrent:
+        if self.init_carry is None:  # memoryless (not `recurrent`)
             return None
         return Memory(self.init_carry(batch), jnp.ones((batch,), bool))
 
@@ -87,6 +90,7 @@ class Agent(NamedTuple):
 
     def greedy_carried(self, params, carry, obs, episode_start):
         """`greedy` as a recurrent agent's: (carry, action)."""
+        assert self.greedy is not None, "the agent has no greedy action"
         if self.recurrent:
             return self.greedy(params, carry, obs, episode_start)
         return carry, self.greedy(params, obs)

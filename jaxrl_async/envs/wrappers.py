@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl_async.types import Leaf
+
 
 class Wrapper:
     def __init__(self, env):
@@ -132,9 +134,9 @@ class VecEnv(Wrapper):
 
 class NormState(struct.PyTreeNode):
     env_state: Any
-    mean: jax.Array
-    var: jax.Array
-    count: jax.Array
+    mean: Leaf
+    var: Leaf
+    count: Leaf
 
 
 class NormalizeObservation(Wrapper):
