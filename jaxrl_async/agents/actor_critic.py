@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -132,7 +132,7 @@ def make_policy(spec: EnvSpec, algo: str) -> Policy:
 
     return Policy(
         gaussian_sample,
-        lambda out, a: (D.gaussian_log_prob(*out, a), D.gaussian_entropy(*out)),
+        lambda out, a: (D.gaussian_log_prob(out[0], out[1], a), D.gaussian_entropy(*out)),
         lambda out: jnp.clip(out[0], low, high).astype(spec.action_dtype),
         lambda traj: traj.extras["raw_action"],
     )
@@ -171,13 +171,11 @@ def make_actor_critic(
         log_prob, entropy = policy.score(
             actor.apply(params["actor"], flat(batch["obs"])), flat(action)
         )
-        value = critic.apply(params["critic"], flat(batch["obs"]))
-        # V(x'_t) only feeds targets: constant parameters, no backward pass.
-        next_v = (
-            critic.apply(jax.lax.stop_gradient(params["critic"]), flat(batch["next_obs"]))
-            if next_value
-            else None
-        )
+        value = cast(jax.Array, critic.apply(params["critic"], flat(batch["obs"])))
+        next_v = None
+        if next_value:  # V(x'_t) only feeds targets: constant parameters, no backward pass.
+            fixed = jax.lax.stop_gradient(params["critic"])
+            next_v = cast(jax.Array, critic.apply(fixed, flat(batch["next_obs"])))
         return _unflatten(lead, Scored(log_prob, entropy, value, next_v))
 
     def values(params, traj):
@@ -185,7 +183,7 @@ def make_actor_critic(
         both = jax.tree.map(
             lambda x: x.reshape(2 * T * B, *x.shape[2:]), concat_obs(traj.obs, traj.next_obs)
         )
-        return critic.apply(params["critic"], both).reshape(2, T, B)
+        return cast(jax.Array, critic.apply(params["critic"], both)).reshape(2, T, B)
 
     return ActorCritic(init, act, greedy, evaluate, values, lambda traj: {}, policy.scored_action)
 
@@ -228,14 +226,14 @@ def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec, algo: st
         h, carries = unroll(
             lambda c, x: net.apply(params, c, x, method="recur"),
             carry,
-            xp.reshape(*lead, -1),
+            cast(jax.Array, xp).reshape(*lead, -1),
             batch["episode_start"],
         )
         h = h.reshape(math.prod(lead), -1)
         log_prob, entropy = policy.score(
             net.apply(params, h, obs, method="policy"), flat(batch["action"])
         )
-        value = net.apply(params, h, method="value")
+        value = cast(jax.Array, net.apply(params, h, method="value"))
         next_v = None
         if next_value:  # V(x'_t): one more cell step from the carry after step t
             fixed = jax.lax.stop_gradient(params)
@@ -243,7 +241,7 @@ def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec, algo: st
             _, h_next = net.apply(
                 fixed, jax.lax.stop_gradient(flat(carries)), x_next, method="step"
             )
-            next_v = net.apply(fixed, h_next, method="value")
+            next_v = cast(jax.Array, net.apply(fixed, h_next, method="value"))
         return _unflatten(lead, Scored(log_prob, entropy, value, next_v))
 
     def sequence_inputs(traj):

@@ -16,12 +16,13 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_async.errors import ConfigError
+from jaxrl_async.types import Params
 
 
 class ActorCriticState(struct.PyTreeNode):
     """The learner state of an actor-critic agent."""
 
-    params: dict  # the ActorCritic's (memoryless: {"actor": ..., "critic": ...})
+    params: Params  # the ActorCritic's (memoryless: {"actor": ..., "critic": ...})
     opt_state: optax.OptState  # over the parameters as one flat vector (see `sgd`)
     hparams: dict  # the SWEEPABLE fields as traced scalars (`initial_hparams`)
 
@@ -187,8 +188,9 @@ def sgd(loss_fn, rule: StepRule, params, opt_state, epoch_keys, minibatches):
     flat, unravel = ravel_pytree(params)
 
     def sgd_step(carry, mb):
+        flat, opt_state = carry
         flat, opt_state, metrics, _ = flat_grad_step(
-            lambda p, b: loss_fn(unravel(p), b), rule, *carry, mb
+            lambda p, b: loss_fn(unravel(p), b), rule, flat, opt_state, mb
         )
         return (flat, opt_state), metrics
 

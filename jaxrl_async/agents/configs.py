@@ -428,7 +428,7 @@ class TD3Config(AgentConfig):
 
 
 # agent.name -> (its config class, "module:factory" imported when a run builds it)
-AGENTS = {
+AGENTS: dict[str, tuple[type[AgentConfig], str]] = {
     "ppo": (PPOConfig, "jaxrl_async.agents.ppo:make_ppo"),
     "impala": (IMPALAConfig, "jaxrl_async.agents.impala:make_impala"),
     "pqn": (PQNConfig, "jaxrl_async.agents.pqn:make_pqn"),
@@ -437,4 +437,4 @@ AGENTS = {
     "r2d2": (R2D2Config, "jaxrl_async.agents.r2d2:make_r2d2"),
     "td3": (TD3Config, "jaxrl_async.agents.td3:make_td3"),
 }
-AGENT_CONFIGS = {name: cls for name, (cls, _) in AGENTS.items()}
+AGENT_CONFIGS: dict[str, type[AgentConfig]] = {name: cls for name, (cls, _) in AGENTS.items()}

@@ -11,7 +11,7 @@ before the critics see them (`replay_batch`).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -110,7 +110,8 @@ def twin_min_target(
     """The clipped double-Q target [b], without gradient:
     reward_scale · r + d · (min_i Q'_i(x', a') - bonus), Q' the target critics; `bonus`
     [b] is SAC's α log π(a'|x') (None: TD3's, nothing)."""
-    next_q = jnp.min(critic.apply(target_critic, batch["next_obs"], next_action), axis=0)
+    next_qs = cast(jax.Array, critic.apply(target_critic, batch["next_obs"], next_action))
+    next_q = jnp.min(next_qs, axis=0)
     if bonus is not None:
         next_q = next_q - bonus
     return jax.lax.stop_gradient(reward_scale * batch["reward"] + batch["discount"] * next_q)

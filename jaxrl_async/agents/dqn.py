@@ -15,6 +15,8 @@ and PQN).
 
 from __future__ import annotations
 
+from typing import cast
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -27,12 +29,12 @@ from jaxrl_async.agents.exploration import epsilon_greedy_actor
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import QNetwork
-from jaxrl_async.types import Agent, BuildContext, ReplayUse
+from jaxrl_async.types import Agent, BuildContext, Params, ReplayUse
 
 
 class DQNState(struct.PyTreeNode):
-    params: dict  # the online network: what the actor uses
-    target_params: dict
+    params: Params  # the online network: what the actor uses
+    target_params: Params
     opt_state: optax.OptState  # over the online parameters as one flat vector
     steps: jax.Array  # int32 learner updates so far
     hparams: dict  # the SWEEPABLE fields as traced scalars (common.initial_hparams)
@@ -93,7 +95,7 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
         next_q_online = net.apply(state.params, items.next_obs) if config.double else None
 
         def loss_fn(flat, _):
-            q = net.apply(unravel(flat), items.obs)
+            q = cast(jax.Array, net.apply(unravel(flat), items.obs))
             q_taken = jnp.take_along_axis(q, items.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
             target = jax.lax.stop_gradient(
                 td_targets(

@@ -42,6 +42,8 @@ the lag study (PQN on CartPole at lags 0-2).
 
 from __future__ import annotations
 
+from typing import cast
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -62,13 +64,13 @@ from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.networks import QNetwork
 from jaxrl_async.returns import q_lambda
-from jaxrl_async.types import Agent, BuildContext
+from jaxrl_async.types import Agent, BuildContext, Params
 
 
 class PQNState(struct.PyTreeNode):
     """The learner state: one network, no target copy of it."""
 
-    params: dict  # the Q-network's: what the actor acts with and the targets come from
+    params: Params  # the Q-network's: what the actor acts with and the targets come from
     opt_state: optax.OptState  # over the parameters as one flat vector (`common.sgd`)
     hparams: dict  # the SWEEPABLE fields as traced scalars (common.initial_hparams)
 
@@ -94,7 +96,7 @@ def make_pqn(config: PQNConfig, ctx: BuildContext) -> Agent:
         """max_a Q(obs, a) [T, B] of a trajectory's observations [T, B, ...]."""
         T, B = jax.tree.leaves(obs)[0].shape[:2]
         flat = jax.tree.map(lambda x: x.reshape(T * B, *x.shape[2:]), obs)
-        return jnp.max(net.apply(params, flat), axis=-1).reshape(T, B)
+        return jnp.max(cast(jax.Array, net.apply(params, flat)), axis=-1).reshape(T, B)
 
     def targets(state: PQNState, traj):
         """The learner's batch: the trajectory's observations and actions [T, B, ...] with
@@ -112,7 +114,7 @@ def make_pqn(config: PQNConfig, ctx: BuildContext) -> Agent:
         return {"obs": traj.obs, "action": traj.action, "target": returns}
 
     def loss_fn(params, mb):
-        q = net.apply(params, mb["obs"])
+        q = cast(jax.Array, net.apply(params, mb["obs"]))
         q_taken = jnp.take_along_axis(q, mb["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
         td = mb["target"] - q_taken
         loss = 0.5 * jnp.mean(jnp.square(td))

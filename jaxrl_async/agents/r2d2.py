@@ -30,6 +30,7 @@ starts. A learner update on a batch of sequences [L, b] (time-major here):
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import flax.linen as nn
 import jax
@@ -115,22 +116,24 @@ class Unroller:
         reset where an episode starts, as the actor did."""
         lead = jax.tree.leaves(obs)[0].shape[:2]
         x = self.net.apply(self.params, _flat(obs, lead), method="embed")
-        xp = self.net.apply(self.params, x, method="project").reshape(*lead, -1)
+        xp = cast(jax.Array, self.net.apply(self.params, x, method="project")).reshape(*lead, -1)
         return unroll(
             lambda c, x: self.net.apply(self.params, c, x, method="recur"), carry, xp, episode_start
         )
 
     def q(self, h, obs):
         lead = h.shape[:2]
-        return self.net.apply(self.params, _flat(h, lead), _flat(obs, lead), method="q").reshape(
-            *lead, -1
+        q = cast(
+            jax.Array, self.net.apply(self.params, _flat(h, lead), _flat(obs, lead), method="q")
         )
+        return q.reshape(*lead, -1)
 
     def q_next(self, carries, next_obs):
         """Q(x'_t) [T, b, A]: one more cell step from the carry after each step t."""
         lead = jax.tree.leaves(next_obs)[0].shape[:2]
         x = self.net.apply(self.params, _flat(next_obs, lead), method="embed")
-        _, h = self.net.apply(self.params, _flat(carries, lead), x, method="step")
+        stepped = self.net.apply(self.params, _flat(carries, lead), x, method="step")
+        _, h = cast(tuple[Any, jax.Array], stepped)
         return self.q(h.reshape(*lead, -1), next_obs)
 
 

@@ -50,15 +50,15 @@ from jaxrl_async.agents.continuous import (
 )
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.networks import SquashedGaussianPolicy
-from jaxrl_async.types import Agent, BuildContext, ReplayUse
+from jaxrl_async.types import Agent, BuildContext, Params, ReplayUse
 
 
 class SACState(struct.PyTreeNode):
     """The learner state. `params` is what the actor needs: the policy network's."""
 
-    params: dict  # policy
-    critic: dict  # the twin critics, stacked on a leading axis of NUM_CRITICS
-    target_critic: dict  # their Polyak average
+    params: Params  # policy
+    critic: Params  # the twin critics, stacked on a leading axis of NUM_CRITICS
+    target_critic: Params  # their Polyak average
     log_alpha: jax.Array  # float32 [] log of the entropy temperature
     opt_state: optax.OptState  # over ravel_pytree({"actor", "critic", "log_alpha"})
     hparams: dict  # the SWEEPABLE fields as traced scalars (common.initial_hparams)

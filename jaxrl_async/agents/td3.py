@@ -33,7 +33,7 @@ selects, with the same result.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -56,16 +56,16 @@ from jaxrl_async.agents.continuous import (
 )
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.networks import DeterministicPolicy, QEnsemble, QValue, ensemble_member
-from jaxrl_async.types import Agent, BuildContext, ReplayUse
+from jaxrl_async.types import Agent, BuildContext, Params, ReplayUse
 
 
 class TD3State(struct.PyTreeNode):
     """The learner state. `params` is what the actor needs: the policy network's."""
 
-    params: dict  # the actor μ
-    target_params: dict  # μ', its Polyak average
-    critic: dict  # the twin critics, stacked on a leading axis of NUM_CRITICS
-    target_critic: dict  # their Polyak average
+    params: Params  # the actor μ
+    target_params: Params  # μ', its Polyak average
+    critic: Params  # the twin critics, stacked on a leading axis of NUM_CRITICS
+    target_critic: Params  # their Polyak average
     actor_opt_state: optax.OptState  # over ravel_pytree(params)
     critic_opt_state: optax.OptState  # over ravel_pytree(critic)
     steps: jax.Array  # int32 learner (critic) updates so far
@@ -126,7 +126,8 @@ def delayed_update(nets: TD3Nets, rule: StepRule, state: TD3State, obs) -> TD3St
     flat, unravel = ravel_pytree(state.params)
 
     def actor_loss(flat, obs):
-        loss = -jnp.mean(nets.first_critic.apply(q1, obs, nets.actor.apply(unravel(flat), obs)))
+        q = cast(jax.Array, nets.first_critic.apply(q1, obs, nets.actor.apply(unravel(flat), obs)))
+        loss = -jnp.mean(q)
         return loss, {"actor_loss": loss}
 
     flat, opt_state, metrics, _ = flat_grad_step(actor_loss, rule, flat, state.actor_opt_state, obs)
@@ -172,7 +173,7 @@ def make_td3(config: TD3Config, ctx: BuildContext) -> Agent:
 
     def act(params, obs, keys, clock=None):
         noise = jax.vmap(lambda k: jax.random.normal(k, (box.dim,), jnp.float32))(keys)
-        action = nets.actor.apply(params, obs) + config.exploration_noise * noise
+        action = cast(jax.Array, nets.actor.apply(params, obs)) + config.exploration_noise * noise
         return box.to_env(jnp.clip(action, -1.0, 1.0)), {}
 
     def greedy(params, obs):
