@@ -9,7 +9,8 @@ import re
 import statistics
 import sys
 import time
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -64,13 +65,21 @@ def spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def calibrated_loop(body, carry, seconds: float):
+class CalibratedLoop(NamedTuple):
+    """A body looped on device (`calibrated_loop`)."""
+
+    timed: Callable[[], float]  # runs `iterations` of the body, returns their wall time
+    iterations: int  # sized so that one timed call takes about the asked seconds
+    compile_seconds: float
+    carry: Callable[[], Any]  # the carry as the last call left it
+
+
+def calibrated_loop(body, carry, seconds: float) -> CalibratedLoop:
     """`body` (carry -> carry) looped on device in one compiled program with its carry
-    donated; returns (timed, iterations, compile seconds): `timed()` runs `iterations`
-    of the body, sized to take about `seconds`, and returns its wall time.
+    donated, its iterations per call sized to take about `seconds`.
 
     The iteration count is an argument, not a shape: one compile serves calibration and
-    timing. `timed.carry()` is the carry as the last call left it."""
+    timing."""
 
     def run(carry, iterations):
         return jax.lax.fori_loop(0, iterations, lambda _, c: body(c), carry)
@@ -95,23 +104,22 @@ def calibrated_loop(body, carry, seconds: float):
     def timed_calls() -> float:
         return timed(iterations)
 
-    timed_calls.carry = lambda: carry
-    return timed_calls, iterations, compile_seconds
+    return CalibratedLoop(timed_calls, iterations, compile_seconds, lambda: carry)
 
 
 def _timed_loop(body, carry, seconds: float, repeats: int, steps_per_iteration: int) -> dict:
     """Env steps per second of `body` (carry -> carry, `steps_per_iteration` env steps)
     looped on device (`calibrated_loop`), compile excluded."""
-    timed, iterations, compile_seconds = calibrated_loop(body, carry, seconds)
-    steps = iterations * steps_per_iteration
-    times = [timed() for _ in range(repeats)]
+    loop = calibrated_loop(body, carry, seconds)
+    steps = loop.iterations * steps_per_iteration
+    times = [loop.timed() for _ in range(repeats)]
     return {
         "sps": [steps / t for t in times],
         "seconds": times,
-        "iterations_per_call": iterations,
+        "iterations_per_call": loop.iterations,
         "env_steps_per_call": steps,
-        "compile_seconds": compile_seconds,
-        "carry": timed.carry(),
+        "compile_seconds": loop.compile_seconds,
+        "carry": loop.carry(),
     }
 
 

@@ -30,6 +30,7 @@ than inside the tick; `rest` absorbs that difference too.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -90,10 +91,10 @@ def profile_config(config: Config, seconds: float, repeats: int, calibrated_loop
     else:
         phases.update(_trajectory_learner_phases(pipeline, agent, state, learn_key))
     loops = {name: calibrated_loop(body, carry, seconds) for name, (body, carry) in phases.items()}
-    times = {name: [] for name in loops}
+    times: dict[str, list[float]] = {name: [] for name in loops}
     for _ in range(repeats):
-        for name, (timed, iterations, _) in loops.items():
-            times[name].append(timed() / iterations)
+        for name, loop in loops.items():
+            times[name].append(loop.timed() / loop.iterations)
     med = {k: statistics.median(v) for k, v in times.items()}
     tick, returns = med["tick"], med.get("returns", 0.0)
     shares = {
@@ -178,7 +179,8 @@ def _trajectory_learner_phases(pipeline, agent, state, key) -> dict:
         learner, updates, metrics = pipeline.learn_step(learner, updates, traj, version, step_key)
         return learner, updates, traj, key, metrics
 
-    phases = {
+    # name -> (body, carry): the loop calls body(carry) -> carry
+    phases: dict[str, tuple[Callable, tuple]] = {
         "learn": (learn, (_copy(state.learner), _copy(state.updates), _copy(traj), key, metrics))
     }
     if agent.targets is not None:
