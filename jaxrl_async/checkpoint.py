@@ -75,7 +75,8 @@ def _host(leaf) -> np.ndarray:
 
 
 def _crc(x: np.ndarray) -> int:
-    return zlib.crc32(x.reshape(-1).view(np.uint8))
+    # `.data`, the bytes' memoryview: numpy's stubs declare the buffer protocol from 3.12 only.
+    return zlib.crc32(x.reshape(-1).view(np.uint8).data)
 
 
 def _nest(items: dict[str, Any]) -> dict:
@@ -323,10 +324,12 @@ def _place(value: np.ndarray, like, info: dict):
         return type(like)(value)
     sharding = getattr(like, "sharding", None)
     # Host data first: it may go to a sharding over several processes' devices.
-    value = jax.device_put(value, sharding) if sharding is not None else jax.device_put(value)
+    placed: jax.Array = (
+        jax.device_put(value, sharding) if sharding is not None else jax.device_put(value)
+    )
     if "key_impl" in info:
-        value = jax.random.wrap_key_data(value, impl=info["key_impl"])
-    return value
+        return jax.random.wrap_key_data(placed, impl=info["key_impl"])
+    return placed
 
 
 def restore(directory: str | Path, like, step: int | None = None) -> tuple[Any, dict]:

@@ -26,7 +26,8 @@ def configure_compile_cache(enabled: bool) -> None:
     jax.config.update("jax_enable_compilation_cache", enabled)
     if not enabled:
         return
-    if not jax.config.jax_compilation_cache_dir:
+    # A JAX flag, an attribute set at run time that jax.config's type does not declare.
+    if not jax.config.jax_compilation_cache_dir:  # type: ignore[attr-defined]
         jax.config.update("jax_compilation_cache_dir", str(default_cache_dir()))
     # Our programs compile in about a second: cache them all, not only the slow ones.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -251,7 +251,7 @@ class Config:
 
     def to_yaml(self) -> str:
         """The run's config; `distributed` (how this session was launched) is left out."""
-        tree = OmegaConf.to_container(OmegaConf.structured(self))
+        tree = cast(dict, OmegaConf.to_container(OmegaConf.structured(self)))
         tree.pop("distributed")
         return OmegaConf.to_yaml(tree)
 
@@ -357,7 +357,7 @@ def _build(raw, overrides: Sequence[str], name: str) -> Config:
     OmegaConf.set_readonly(schema, False)
     try:
         merged = OmegaConf.merge(schema, raw, dotlist)
-        config = OmegaConf.to_object(merged)
+        config = cast(Config, OmegaConf.to_object(merged))
     except ConfigError:
         raise
     except OmegaConfBaseException as e:

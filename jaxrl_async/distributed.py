@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from jaxrl_async.config import (
     DistributedConfig,
@@ -44,7 +44,7 @@ def settings(
     `distributed.*` overrides; the rest of the config is validated later by
     `load_config`, which needs JAX's device count and so must come after `initialize`.
     """
-    from omegaconf import OmegaConf
+    from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     layers = []
@@ -54,14 +54,14 @@ def settings(
             raw = OmegaConf.load(path)
         except Exception as e:  # noqa: BLE001  (YAML syntax errors come in many types)
             raise ConfigError(f"cannot parse {path}: {_first_line(e)}") from None
-        if OmegaConf.is_dict(raw) and "distributed" in raw:
+        if isinstance(raw, DictConfig) and "distributed" in raw:
             layers.append(raw["distributed"])
     dotlist = _parse_overrides(overrides)
     if "distributed" in dotlist:
         layers.append(dotlist["distributed"])
     try:
         merged = OmegaConf.merge(OmegaConf.structured(DistributedConfig), *layers)
-        section = OmegaConf.to_object(merged)
+        section = cast(DistributedConfig, OmegaConf.to_object(merged))
     except ConfigError:
         raise
     except OmegaConfBaseException as e:

@@ -140,7 +140,7 @@ def make_evaluator(agent: Agent, env, env_params, config: EvalConfig, normalize_
         def step(loop: EvalLoop) -> EvalLoop:
             seen = (
                 loop.obs
-                if normalizer is None
+                if normalizer is None or obs_stats is None  # not both: checked on entry
                 else normalizer.normalize(obs_stats, loop.obs.astype(jnp.float32))
             )
             carry, action = policy(
@@ -243,6 +243,7 @@ class Evaluation:
     def wait_compiled(self) -> None:
         if self._compiled is None:
             self.start_compile()
+            assert self._future is not None  # start_compile's
             self._compiled = self._future.result()
 
     def episodes(self, state, env_steps: int) -> tuple[np.ndarray, np.ndarray]:

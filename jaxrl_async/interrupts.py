@@ -6,6 +6,9 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -18,7 +21,7 @@ def interrupts_between_calls():
     everything off the main thread.
     """
     received: list[int] = []
-    previous = {}
+    previous: dict[signal.Signals, Callable[[int, FrameType | None], Any]] = {}
 
     def handler(signum, frame):
         if received:

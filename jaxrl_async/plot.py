@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -55,7 +56,7 @@ def load_run(run_dir: str | Path) -> dict:
     def column(key):
         return np.array([np.nan if r.get(key) is None else r[key] for r in records], float)
 
-    seed_keys = []  # a run of N seeds logs episode_return/seed0 .. seed{N-1}
+    seed_keys: list[str] = []  # a run of N seeds logs episode_return/seed0 .. seed{N-1}
     while f"episode_return/seed{len(seed_keys)}" in records[0]:
         seed_keys.append(f"episode_return/seed{len(seed_keys)}")
     return {
@@ -84,7 +85,7 @@ def _load_config(run_dir: Path) -> dict | None:
 
 def _flatten(tree: dict, prefix: str = "") -> dict:
     # As rundir's, which is not imported: it loads JAX and orbax, which a plot does not need.
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in tree.items():
         name = f"{prefix}.{key}" if prefix else str(key)
         out.update(_flatten(value, name) if isinstance(value, dict) else {name: value})
@@ -329,7 +330,7 @@ def _draw_bands(ax, bands: list[dict], best: int | None, plt) -> None:
     for i, band in enumerate(bands):
         is_best = i == best
         label = f"{band['label']} (best)" if is_best else band["label"]
-        style = {"lw": 2.5 if is_best else 1.0, "zorder": 3 if is_best else 2}
+        style: dict[str, Any] = {"lw": 2.5 if is_best else 1.0, "zorder": 3 if is_best else 2}
         if many:
             final = band["final_return"]
             # Crimson, off the colormap, so the best curve stands out of 64 others.

@@ -19,6 +19,7 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -88,7 +89,7 @@ def _saved_layout(run_dir: Path) -> dict:
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict:
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in tree.items():
         name = f"{prefix}.{key}" if prefix else str(key)
         out.update(_flatten(value, name) if isinstance(value, dict) else {name: value})
@@ -134,8 +135,9 @@ def resume_point(run_dir: str | Path, config: Config) -> ResumePoint:
     return ResumePoint(step, calls, ticks, float(seconds), read_records(run_dir, upto=step))
 
 
-def read_records(run_dir: Path, upto: int) -> list[dict]:
-    """metrics.jsonl records with env_steps <= `upto` (NaN where JSON holds null)."""
+def read_records(run_dir: Path, upto: float) -> list[dict]:
+    """metrics.jsonl records with env_steps <= `upto` (math.inf: all of them; NaN where JSON
+    holds null)."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         return []

@@ -27,7 +27,7 @@ import math
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import yaml
@@ -74,11 +74,11 @@ def split_overrides(overrides: Sequence[str], config_for: Callable[[list[str]], 
     list on a key that takes one value (`agent.learning_rate=[1e-4,3e-4]`), or a list of
     lists on a key that takes a list (`agent.hidden_sizes=[[64,64],[256,256]]`), is a
     grid axis; everything else is a plain override. `config_for(plain)` loads the base."""
-    parsed = OmegaConf.to_container(_parse_overrides(overrides))  # malformed: one line
+    parsed = cast(dict, OmegaConf.to_container(_parse_overrides(overrides)))  # malformed: one line
     plain, axes = [], []
     for item in overrides:
         key = item.split("=", 1)[0]
-        values = parsed
+        values: Any = parsed
         for part in key.split("."):
             values = values[part]
         if isinstance(values, list) and values:
@@ -142,7 +142,7 @@ def plan(config: Config, grid: dict[str, list]) -> list[Group]:
             )
     numeric = {k: v for k, v in grid.items() if k in names}
     structural = {k: v for k, v in grid.items() if k not in names}
-    groups = []
+    groups: list[Group] = []
     for s_values in itertools.product(*structural.values()):
         s_over = dict(zip(structural, s_values))
         points, configs = [], []
@@ -317,7 +317,8 @@ def sweep(
 def _run(groups: list[Group], seeds: int, session: _Session) -> SweepResult:
     """Train (or, finished in an earlier session, read back) each group in turn."""
     sweep_dir = session.sweep_dir
-    rows, records, summaries, states = [], [], [], []
+    rows, records, summaries = [], [], []
+    states: list[Any] = []  # per group, its final PipelineState (None: read back)
     first = 0
     for group in groups:
         names = [point_name(first + i, p) for i, p in enumerate(group.points)]
@@ -325,20 +326,21 @@ def _run(groups: list[Group], seeds: int, session: _Session) -> SweepResult:
         group_dir = None if sweep_dir is None else sweep_dir / "groups" / str(group.index)
         done = group_dir is not None and (group_dir / "summary.json").is_file()
         if done:  # finished in an earlier session: read back what it wrote
+            assert sweep_dir is not None and group_dir is not None  # as `done` implies
             group_summary = json.loads((group_dir / "summary.json").read_text())
-            point_records = [rundir.read_records(d, upto=math.inf) for d in dirs]
+            point_records = [rundir.read_records(sweep_dir / n, upto=math.inf) for n in names]
             states.append(None)
         else:
             result = _train_group(group, dirs, group_dir, seeds, session)
             group_summary, point_records = result.summary, result.point_records
             states.append(result.state)
-        for i, (overrides, recs) in enumerate(zip(group.points, point_records)):
+        for overrides, recs, name, point_dir in zip(group.points, point_records, names, dirs):
             summary = point_summary(
                 overrides, recs, group_summary, seeds, len(group.points) * seeds
             )
-            if dirs[i] is not None and not done:
-                (dirs[i] / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-            rows.append(table_row(overrides, recs, seeds, names[i]))
+            if point_dir is not None and not done:
+                (point_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            rows.append(table_row(overrides, recs, seeds, name))
             records.append(recs)
             summaries.append(summary)
         first += len(group.points)

@@ -16,7 +16,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +148,7 @@ def start(
     else:  # the checkpoint supplies the state: init is traced for its layout, never run
         state = jax.jit(built.pipeline.init).lower(key).out_info
     if plan.point is not None:
+        assert run_dir is not None  # a resume point is read from the run directory
         # Into the layout and shardings of a fresh state; only then is the run dir touched.
         like, restore_start = state, time.perf_counter()
         state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=plan.point.step)
@@ -169,7 +170,7 @@ def start(
     )
 
 
-def with_hparams(state, hparams: dict[str, Sequence[float]]):
+def with_hparams(state, hparams: Mapping[str, Sequence[float]]):
     """`state` with the learner's hyperparameters set per run ([N] values a field), placed
     as the values they replace."""
     current = state.learner.hparams
@@ -351,13 +352,15 @@ def train(
     run_dir = None if run_dir is None else Path(run_dir)
     plan = plan_run(config, run_dir, resume)
     built = build(config, plan, env, env_params)
-    fresh = run_dir is not None and plan.point is None
+    fresh_dir = run_dir if plan.point is None else None  # a new run's directory, if any
     # Decided together: a process that raised alone would leave the others waiting.
-    if fresh and distributed.any_process(main and run_dir.exists() and any(run_dir.iterdir())):
-        raise UserError(f"run directory {run_dir} exists and is not empty")
-    if fresh and main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(config.to_yaml())
+    if fresh_dir is not None and distributed.any_process(
+        main and fresh_dir.exists() and any(fresh_dir.iterdir())
+    ):
+        raise UserError(f"run directory {fresh_dir} exists and is not empty")
+    if fresh_dir is not None and main:
+        fresh_dir.mkdir(parents=True, exist_ok=True)
+        (fresh_dir / "config.yaml").write_text(config.to_yaml())
     run = Run(config, plan, built, start(config, plan, built, run_dir, group), run_dir)
 
     saver = (

@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np
@@ -92,7 +93,7 @@ def _import_factory(name: str) -> Callable:
             f"cannot import {module_name!r}: "
             f"{type(e).__name__}: {first_line(e)}"
         ) from None
-    factory = module
+    factory: Any = module
     for part in attr.split("."):
         factory = getattr(factory, part, None)
         if factory is None:

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.tree_util import PyTreeDef
 
 from jaxrl_async.errors import EnvSpecError
 
@@ -138,7 +139,9 @@ def check_env(env, params) -> EnvSpec:
         )
     obs, new_state, reward, terminated, truncated, info = step_out
     _expect_obs(obs, spec, "step observation")
-    if jax.tree.structure(new_state) != jax.tree.structure(state):
+    # Annotated: jaxlib ships no stub for PyTreeDef, which mypy then cannot compare.
+    state_def: PyTreeDef = jax.tree.structure(state)
+    if state_def != jax.tree.structure(new_state):
         raise EnvSpecError("env.step returns a state whose structure differs from reset's")
     for name, value in (("reward", reward), ("terminated", terminated), ("truncated", truncated)):
         if getattr(value, "shape", None) != ():

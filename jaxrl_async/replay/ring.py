@@ -21,6 +21,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import struct
+from jax.tree_util import PyTreeDef
 
 from jaxrl_async.types import Sample
 
@@ -58,9 +59,11 @@ def can_sample(state: RingState, min_size: int = 1) -> jax.Array:
 
 def batch_size_of(state: RingState, items, name: str = "ring.add") -> int:
     """The leading batch axis of `items`, after checking them against the stored item spec."""
+    # Annotated: jaxlib ships no stub for PyTreeDef, which mypy then cannot compare.
+    treedef: PyTreeDef
     stored, treedef = jax.tree.flatten(state.items)
     given, given_def = jax.tree.flatten(items)
-    if given_def != treedef:
+    if treedef != given_def:
         raise ValueError(f"{name}: items have structure {given_def}, the buffer stores {treedef}")
     batch = None
     for buf, x in zip(stored, given):
@@ -74,6 +77,8 @@ def batch_size_of(state: RingState, items, name: str = "ring.add") -> int:
                 f"{name}: item leaves disagree on the batch size ({batch} and {x.shape[0]})"
             )
         batch = x.shape[0]
+    if batch is None:
+        raise ValueError(f"{name}: items have no array leaves")
     return batch
 
 

@@ -173,7 +173,7 @@ def descend(tree: SumTree, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
         while len(sub_levels[0]) > 1:
             below = sub_levels[0]
             sub_levels.insert(0, [below[2 * i] + below[2 * i + 1] for i in range(len(below) // 2)])
-        went_right = []
+        went_right: list[jax.Array] = []
         for step in range(1, f + 1):
             left = _select(went_right, sub_levels[step][0::2])
             right = _select(went_right, sub_levels[step][1::2])

@@ -199,7 +199,7 @@ class JumanjiEnv:
         return out
 
     def _joint_mask(self, mask):
-        if not self._per_agent_mask:
+        if not self._per_agent_mask or self._nvec is None:  # one mask over the actions
             return mask.reshape(-1)
         # Joint action (a0, a1, ...) is legal where each agent's own action is.
         joint = mask[0, : self._nvec[0]]

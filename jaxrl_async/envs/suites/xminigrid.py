@@ -48,7 +48,7 @@ def make(env_id: str, benchmark: str | None = None, ruleset: int | None = None, 
         )
     with building_env(f"xminigrid:{env_id}", kwargs):
         env, params = xminigrid.make(env_id, **kwargs)
-    if xland:
+    if benchmark is not None:  # an XLand id (checked above)
         params = params.replace(ruleset=_ruleset(benchmark, 0 if ruleset is None else ruleset))
     wrapped = XMiniGridEnv(env, params)
     check_resets(f"xminigrid:{env_id}", wrapped, params)
