@@ -3,24 +3,45 @@ EnvPool), for an actor–learner split with actor threads.
 
 What exists: the adapters, which build a vector env by name, map its spaces onto the
 `EnvSpec` the JAX suites use and give every step as a `HostStep` with exact episode
-semantics. Training on them (the actor threads, the queue of trajectories, the learner)
-is not built yet.
+semantics; and the actor–learner executor for memoryless on-policy agents
+(`executor.train_host`): actor threads, bounded queues of trajectories tagged with the
+parameter version that acted them, the learner running the agent's own `learn`. Not yet:
+recurrent and off-policy agents, the CLI, logging sinks and checkpoints.
 """
 
+from jaxrl_async.host.actor import ActorPlan, Trajectory
 from jaxrl_async.host.episodes import EpisodeTotals, episodes_init, episodes_update
+from jaxrl_async.host.executor import (
+    make_actor_envs,
+    make_host_agent,
+    run_executor,
+    train_host,
+)
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv, make_gymnasium, parse_name
 from jaxrl_async.host.host_env import HostEnv, HostStep
+from jaxrl_async.host.params import ParamStore, Published
 from jaxrl_async.host.spaces import HostSpaces, map_spaces
+from jaxrl_async.host.stopping import ActorError, RunStop
 
 __all__ = [
+    "ActorError",
+    "ActorPlan",
     "EpisodeTotals",
     "GymnasiumVecEnv",
     "HostEnv",
     "HostSpaces",
     "HostStep",
+    "ParamStore",
+    "Published",
+    "RunStop",
+    "Trajectory",
     "episodes_init",
     "episodes_update",
+    "make_actor_envs",
     "make_gymnasium",
+    "make_host_agent",
     "map_spaces",
     "parse_name",
+    "run_executor",
+    "train_host",
 ]

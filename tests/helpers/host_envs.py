@@ -4,7 +4,8 @@ to place every termination and truncation by hand.
 Importing this module registers them with Gymnasium:
 
 - `HostCorridor-v0`: `Corridor` under a TimeLimit of LIMIT steps;
-- `HostSpaces-v0`: `SpacesEnv`, whose spaces are its kwargs (the refusal tests).
+- `HostSpaces-v0`: `SpacesEnv`, whose spaces are its kwargs (the refusal tests);
+- `HostFaulty-v0`: `Faulty`, a corridor that raises or goes non-finite (the executor).
 """
 
 from __future__ import annotations
@@ -84,3 +85,29 @@ for _id, _entry, _limit in (
 ):
     if _id not in gymnasium.registry:
         gymnasium.register(id=_id, entry_point=_entry, max_episode_steps=_limit)
+
+
+class Faulty(Corridor):
+    """`Corridor` that fails at its `fail_at`-th step, counted over episodes: it raises
+    (`failure="raise"`), or returns a NaN observation (`"nan_obs"`) or reward
+    (`"nan_reward"`). The executor's failure tests use it."""
+
+    def __init__(self, fail_at: int = 10, failure: str = "raise"):
+        super().__init__()
+        self.fail_at, self.failure, self.total = fail_at, failure, 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.total += 1
+        if self.total >= self.fail_at:
+            if self.failure == "raise":
+                raise RuntimeError(f"corridor broke at step {self.total}")
+            if self.failure == "nan_obs":
+                obs = np.full_like(obs, np.nan)
+            else:
+                reward = float("nan")
+        return obs, reward, terminated, truncated, info
+
+
+if "HostFaulty-v0" not in gymnasium.registry:
+    gymnasium.register(id="HostFaulty-v0", entry_point=Faulty, max_episode_steps=LIMIT)

@@ -1,0 +1,153 @@
+"""An actor thread: one host vector env, the agent's own `act` jitted on the actor's
+device, and trajectories [T, B_k] handed to the learner through a bounded queue.
+
+Each trajectory is the `types.Transition` pytree the JAX pipeline's rollout builds, in
+numpy: obs, action, reward, terminated, truncated, next_obs (the observation the action
+led to, before any reset: a truncation bootstraps from it), the agent's extras (behaviour
+log-probabilities) and version, the update count of the parameters that acted, on every
+step. Randomness follows the JAX rollout's rule: the key of global step s is the actor
+key folded with s, and each env's key that one folded with the env's global index, so
+the actions do not depend on how the envs are split over actor threads.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
+from jaxrl_async.host.host_env import HostStep
+from jaxrl_async.host.params import ParamStore
+from jaxrl_async.host.stopping import RunStop, put
+from jaxrl_async.types import ActorClock, Agent, Transition
+
+
+class Trajectory(NamedTuple):
+    """What an actor hands the learner for one round."""
+
+    round_index: int
+    actor: int
+    traj: Transition  # numpy [T, B_k, ...]
+    episode_returns: np.ndarray  # float64: raw returns of the episodes that ended in it
+    episode_lengths: np.ndarray  # int64: their lengths
+
+
+class ActorPlan(NamedTuple):
+    """One actor's share of the run."""
+
+    actor: int  # k, the actor's number
+    first_env: int  # the global index of its first env
+    num_envs: int  # the run's envs over all actors
+    rounds: int  # trajectories to hand in
+    rollout_len: int  # T
+    seed: int  # its envs reset from seed + first_env + i
+    device: Any = None  # where it acts (None: JAX's default device)
+
+
+def make_policy(agent: Agent, key: jax.Array, plan: ActorPlan, local_envs: int) -> Callable:
+    """policy(params, obs [B_k, ...], step) -> (action, extras): the agent's `act` at
+    global step `step`, jitted (compiled on the device its parameters are on)."""
+    index = plan.first_env + jnp.arange(local_envs, dtype=jnp.int32)
+    num_envs = plan.num_envs
+
+    def policy(params, obs, step):
+        step_key = jax.random.fold_in(key, step)
+        keys = jax.vmap(jax.random.fold_in, (None, 0))(step_key, index)
+        clock = ActorClock(step * num_envs, index, num_envs)
+        return agent.act(params, obs, keys, clock)
+
+    return jax.jit(policy)
+
+
+def _check_step(step: HostStep) -> None:
+    """A ValueError of one line for a step that cannot become a transition."""
+    if not np.all(step.valid):
+        raise ValueError("a next-step autoreset step (not a transition) is not supported yet")
+    if not np.all(np.isfinite(step.reward)):
+        raise ValueError(f"non-finite reward {step.reward.tolist()}")
+    for leaf in jax.tree.leaves((step.obs, step.final_obs)):
+        if np.issubdtype(leaf.dtype, np.floating) and not np.all(np.isfinite(leaf)):
+            raise ValueError("non-finite observation")
+
+
+def rollout(
+    env: GymnasiumVecEnv,
+    policy: Callable,
+    acting: tuple[Any, int],
+    obs: Any,
+    first_step: int,
+    length: int,
+) -> tuple[Any, Transition, list[HostStep]]:
+    """`length` steps of `env` from `obs` with `acting` = (parameters, their version):
+    (the last observation, the trajectory [T, B_k, ...] in numpy, the steps as given)."""
+    params, version = acting
+    steps: list[Transition] = []
+    host_steps: list[HostStep] = []
+    for t in range(length):
+        action, extras = jax.device_get(policy(params, obs, np.int32(first_step + t)))
+        step = env.step(action)
+        _check_step(step)
+        fields: dict[str, Any] = {
+            "obs": obs,
+            "action": action,
+            "reward": step.reward,
+            "terminated": step.terminated,
+            "truncated": step.truncated,
+            "next_obs": step.final_obs,
+            "extras": extras,
+            "version": np.full(step.reward.shape, version, np.int32),
+        }
+        steps.append(Transition(**fields))
+        host_steps.append(step)
+        obs = step.obs
+    return obs, jax.tree.map(lambda *xs: np.stack(xs), *steps), host_steps
+
+
+def _episodes(host_steps: list[HostStep]) -> tuple[np.ndarray, np.ndarray]:
+    """The raw returns and lengths of the episodes that ended in these steps, in order."""
+    done = np.stack([s.done for s in host_steps])
+    returns = np.stack([s.episode_return for s in host_steps])[done]
+    lengths = np.stack([s.episode_length for s in host_steps])[done]
+    return returns.astype(np.float64), lengths.astype(np.int64)
+
+
+def run_actor(
+    env: GymnasiumVecEnv,
+    policy: Callable,
+    plan: ActorPlan,
+    store: ParamStore,
+    out: queue.Queue,
+    stop: RunStop,
+) -> None:
+    """The actor thread's body: `plan.rounds` trajectories into `out`, each acted by the
+    parameters its round's slot holds (on `policy`'s device). Any exception, the env's
+    or a non-finite step's, stops the run as one line naming the env; the env is closed
+    however the thread ends."""
+    device = plan.device or jax.devices()[0]
+    try:
+        obs = env.reset(plan.seed + plan.first_env)
+        acting: tuple[Any, int] | None = None
+        acting_slot = -1
+        for i in range(plan.rounds):
+            slot = store.slot_of(i)
+            if slot != acting_slot:
+                published = store.wait(slot, stop)
+                if published is None:
+                    return
+                acting = (jax.device_put(published.params, device), published.version)
+                acting_slot = slot
+            assert acting is not None
+            first_step = i * plan.rollout_len
+            obs, traj, host_steps = rollout(env, policy, acting, obs, first_step, plan.rollout_len)
+            returns, lengths = _episodes(host_steps)
+            if not put(out, Trajectory(i, plan.actor, traj, returns, lengths), stop):
+                return
+    except Exception as e:  # noqa: BLE001  (an env may raise anything; reported in one line)
+        stop.fail(env.name, plan.actor, e)
+    finally:
+        env.close()

@@ -1,0 +1,307 @@
+"""The actor–learner executor for host envs, on-policy agents: actor threads step their
+envs and hand trajectories through bounded queues; the learner, in the calling thread,
+runs the agent's own `learn` on each round of them and publishes parameters back.
+
+- Actors: `actor_threads` threads, thread k owning a `GymnasiumVecEnv` over its slice of
+  `env.num_envs` (env i of the run resets from `train.seed + i`), acting with the agent's
+  `act` jitted on the actor's device (`actor.py`).
+- Rounds: the learner's r-th update consumes round r of every actor, concatenated over
+  envs into the [T, B] trajectory the JAX pipeline would hand `agent.learn`.
+- Versions: round i is acted by parameter slot max(0, i - lag) (`params.py`), so every
+  sample's version tag is exact and `policy_lag` is measured from the tags;
+  `pipeline.max_staleness` skips updates on older data as `ticks.make_learn` does. Each
+  actor's queue holds at most lag + 1 trajectories, and the wait for parameters bounds
+  the lag at `pipeline.lag`. Lag 0 is the synchronous reference; since nothing depends on
+  timing, a seed gives the same run at any lag.
+- Stopping (`stopping.py`): every wait polls one stop event, set when the run ends, when
+  an actor fails (re-raised here as an `ActorError` of one line) or from outside.
+
+Envs reset within the step (same-step autoreset, sync vectorization), so every step is a
+transition; a next-step reset step is refused in one line.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from jaxrl_async.agents import make_agent
+from jaxrl_async.config import Config
+from jaxrl_async.errors import ConfigError
+from jaxrl_async.host.actor import ActorPlan, Trajectory, make_policy, run_actor
+from jaxrl_async.host.gymnasium_env import PREFIX, GymnasiumVecEnv, make_gymnasium
+from jaxrl_async.host.params import ParamStore
+from jaxrl_async.host.stopping import RunStop, get
+from jaxrl_async.types import Agent, BuildContext
+
+JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
+
+
+def check_config(config: Config, actor_threads: int) -> None:
+    """One-line ConfigErrors for what the executor does not run (yet)."""
+    refusals = [
+        (not config.env.name.startswith(PREFIX + ":"), f"env.name must be {PREFIX}:<id>"),
+        (config.agent.off_policy, "off-policy agents (replay) are not supported yet"),
+        (config.agent.recurrent, "recurrent agents are not supported yet"),
+        (config.train.num_seeds != 1, "train.num_seeds > 1 is not supported"),
+        (config.env.normalize_obs, "env.normalize_obs is not supported"),
+        (bool(config.env.mask_obs), "env.mask_obs is not supported"),
+        (
+            not 1 <= actor_threads <= config.env.num_envs,
+            f"actor_threads must be in [1, env.num_envs={config.env.num_envs}]",
+        ),
+    ]
+    for refused, why in refusals:
+        if refused:
+            raise ConfigError(f"host env {config.env.name}: {why}, got {actor_threads=}")
+
+
+def make_actor_envs(config: Config, actor_threads: int) -> list[GymnasiumVecEnv]:
+    """One vector env per actor thread over its slice of `env.num_envs` (same-step
+    autoreset, so that every step is a transition)."""
+    check_config(config, actor_threads)
+    sizes = [len(s) for s in np.array_split(np.arange(config.env.num_envs), actor_threads)]
+    envs: list[GymnasiumVecEnv] = []
+    try:
+        for size in sizes:
+            envs.append(
+                make_gymnasium(
+                    config.env.name,
+                    size,
+                    vectorization_mode="sync",
+                    autoreset_mode="same_step",
+                    **config.env.kwargs,
+                )
+            )
+    except Exception:
+        for env in envs:
+            env.close()
+        raise
+    return envs
+
+
+def make_host_agent(config: Config, spec) -> Agent:
+    """The agent of `config.agent` for envs of `spec` (one learner device: no axis)."""
+    ctx = BuildContext(spec, config.env.num_envs, config.pipeline.rollout_len, config.num_updates)
+    agent = make_agent(config.agent, ctx)
+    if agent.data != "trajectory" or agent.recurrent:
+        raise ConfigError(
+            f"host env {config.env.name}: agent {config.agent.name} is not a memoryless "
+            "on-policy agent (the only kind the host executor runs yet)"
+        )
+    return agent
+
+
+class Learner(NamedTuple):
+    """The learner's side: the agent's `learn` jitted, its key and the staleness bound."""
+
+    learn: Callable
+    key: jax.Array  # folded with the round number for each update
+    max_staleness: int  # -1: never skip
+    device: Any
+    rounds: int  # updates to run: one per round
+
+
+class Progress(NamedTuple):
+    """The learner's counts between rounds."""
+
+    state: Any  # the agent's learner state
+    updates: int  # updates applied (the version of the newest parameters)
+    episode_returns: list  # raw returns of every episode that ended, in round order
+
+
+def next_round(queues: Sequence[queue.Queue], stop: RunStop) -> list[Trajectory] | None:
+    """Round r of every actor, in actor order; None once the run stops."""
+    parts = []
+    for q in queues:
+        item = get(q, stop)
+        if item is None:
+            return None
+        parts.append(item)
+    return parts
+
+
+def round_record(parts: list[Trajectory], r: int, batch: int) -> dict:
+    """What a round tells the callbacks before the update (its tags, its episodes)."""
+    returns = np.concatenate([p.episode_returns for p in parts])
+    return {
+        "round": r,
+        "env_steps": (r + 1) * batch,
+        "versions": [np.unique(p.traj.version).tolist() for p in parts],
+        "episodes": int(returns.size),
+        "episode_return": float(returns.mean()) if returns.size else math.nan,
+    }
+
+
+def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r: int):
+    """(progress, metrics): the agent's update on round r (all actors' trajectories
+    joined over envs into [T, B]), skipped when older than `max_staleness`."""
+    traj = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *[p.traj for p in parts])
+    staleness = progress.updates - int(traj.version.min())
+    skip = 0 <= learner.max_staleness < staleness
+    state, updates, metrics = progress.state, progress.updates, {}
+    if not skip:
+        key = jax.random.fold_in(learner.key, r)
+        state, metrics = learner.learn(state, jax.device_put(traj, learner.device), key)
+        updates += 1
+    returns = progress.episode_returns + [p.episode_returns for p in parts]
+    metrics = {
+        **{k: float(v) for k, v in jax.device_get(metrics).items()},
+        "policy_lag": float(staleness),
+        "skipped_updates": float(skip),
+    }
+    return Progress(state, updates, returns), metrics
+
+
+def start_actors(
+    agent: Agent, envs: Sequence[GymnasiumVecEnv], config: Config, store: ParamStore, stop
+) -> tuple[list[threading.Thread], list[queue.Queue]]:
+    """One daemon thread per env, each with its own queue of lag + 1 trajectories."""
+    act_key = jax.random.fold_in(jax.random.key(config.train.seed, impl=config.prng_impl), 1)
+    threads, queues, first_env = [], [], 0
+    for k, env in enumerate(envs):
+        plan = ActorPlan(
+            k,
+            first_env,
+            config.env.num_envs,
+            config.num_updates,
+            config.pipeline.rollout_len,
+            config.train.seed,
+        )
+        q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
+        policy = make_policy(agent, act_key, plan, env.num_envs)
+        thread = threading.Thread(
+            target=run_actor,
+            args=(env, policy, plan, store, q, stop),
+            name=f"host-actor-{k}",
+            daemon=True,
+        )
+        threads.append(thread)
+        queues.append(q)
+        first_env += env.num_envs
+    for thread in threads:
+        thread.start()
+    return threads, queues
+
+
+def learner_loop(
+    learner: Learner,
+    progress: Progress,
+    queues: Sequence[queue.Queue],
+    store: ParamStore,
+    stop: RunStop,
+    callbacks: Sequence[Callable[[dict], None]],
+) -> tuple[Progress, dict]:
+    """Consume `learner.rounds` rounds, publishing slot r + 1 after round r; (progress,
+    loop stats). Ends early, with what it has, once `stop` is set."""
+    lags: list[float] = []
+    started = first_done = time.perf_counter()
+    batch = 0
+    for r in range(learner.rounds):
+        parts = next_round(queues, stop)
+        if parts is None:
+            break
+        batch = sum(p.traj.reward.size for p in parts)
+        record = round_record(parts, r, batch)
+        progress, metrics = learn_round(learner, progress, parts, r)
+        store.publish(r + 1, progress.state.params, progress.updates)
+        lags.append(metrics["policy_lag"])
+        if r == 0:
+            first_done = time.perf_counter()
+        record = {**record, **metrics, "updates": progress.updates}
+        for callback in callbacks:
+            callback(record)
+    ended, rounds = time.perf_counter(), len(lags)
+    stats = {
+        "rounds": rounds,
+        "env_steps": rounds * batch,
+        # env steps per second after the first round (whose compiles it leaves out)
+        "sps": (rounds - 1) * batch / (ended - first_done) if rounds > 1 else math.nan,
+        "train_seconds": ended - started,
+        "policy_lag": float(np.mean(lags)) if lags else math.nan,
+        "policy_lag_max": float(np.max(lags)) if lags else math.nan,
+    }
+    return progress, stats
+
+
+def final_return(episode_returns: list, window: int) -> float | None:
+    """The mean raw return of the last `window` episodes that ended (None: none did)."""
+    returns = np.concatenate(episode_returns) if episode_returns else np.zeros(0)
+    return float(returns[-window:].mean()) if returns.size else None
+
+
+def run_executor(
+    config: Config,
+    agent: Agent,
+    envs: Sequence[GymnasiumVecEnv],
+    *,
+    callbacks: Sequence[Callable[[dict], None]] = (),
+    stop: threading.Event | None = None,
+) -> dict:
+    """Train `agent` on `envs` (one per actor thread, `make_actor_envs`), which it closes.
+
+    Every record (one per round) goes to each callback. Setting `stop` ends the run early
+    with the result so far; an actor's failure raises an ActorError of one line."""
+    run_stop = RunStop(stop)
+    store = ParamStore(config.pipeline.lag)
+    device = jax.devices()[0]
+    key = jax.random.key(config.train.seed, impl=config.prng_impl)
+    learner = Learner(
+        jax.jit(agent.learn),
+        jax.random.fold_in(key, 2),
+        config.pipeline.max_staleness,
+        device,
+        config.num_updates,
+    )
+    state = jax.jit(agent.init)(jax.random.fold_in(key, 0))
+    store.publish(0, state.params, 0)
+    threads, queues = start_actors(agent, envs, config, store, run_stop)
+    try:
+        progress, stats = learner_loop(
+            learner, Progress(state, 0, []), queues, store, run_stop, callbacks
+        )
+    finally:
+        run_stop.set()
+        for thread in threads:
+            thread.join(JOIN_SECONDS)
+    run_stop.raise_failure()
+    return {
+        "env": config.env.name,
+        "agent": config.agent.name,
+        "seed": config.train.seed,
+        "actor_threads": len(envs),
+        "lag": config.pipeline.lag,
+        **stats,
+        "updates": progress.updates,
+        "stopped_early": stats["rounds"] < config.num_updates,
+        "final_return": final_return(progress.episode_returns, config.env.num_envs),
+        "params": jax.device_get(progress.state.params),
+    }
+
+
+def train_host(
+    config: Config,
+    *,
+    actor_threads: int = 1,
+    callbacks: Sequence[Callable[[dict], None]] = (),
+    stop: threading.Event | None = None,
+) -> dict:
+    """Train `config` (env.name `gymnasium:<id>`) with `actor_threads` actor threads.
+
+    The result: env steps, updates, SPS, the final return (the mean raw return of the
+    last env.num_envs episodes), the measured policy lag and the final parameters."""
+    envs = make_actor_envs(config, actor_threads)
+    try:
+        agent = make_host_agent(config, envs[0].spec)
+    except Exception:
+        for env in envs:
+            env.close()
+        raise
+    return run_executor(config, agent, envs, callbacks=callbacks, stop=stop)

@@ -1,0 +1,211 @@
+"""The host envs' actor–learner executor (`jaxrl_async.host.executor`): exact version
+tags at lag 0, 1 and 2, staleness skips, failures and stops that end every thread in
+bounded time, lag-0 reproducibility, and PPO learning CartPole through Gymnasium.
+
+The fast tests run a probe agent (tests/helpers/host_probe.py) whose parameters count the
+updates applied, so each trajectory shows which parameters acted it, on the tiny corridor
+of tests/helpers/host_envs.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl_async.config import load_config
+from jaxrl_async.errors import ConfigError
+from jaxrl_async.host import ActorError, make_actor_envs, make_host_agent, run_executor, train_host
+from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
+from tests.helpers.host_probe import make_probe_agent
+
+BOUND = 30.0  # seconds any executor run here may take before it counts as a hang
+CORRIDOR = "gymnasium:HostCorridor-v0"
+
+
+def corridor_config(*overrides: str, rounds: int = 8):
+    """4 envs x 4 steps a round, `rounds` rounds."""
+    return load_config(
+        "ppo_cartpole",
+        [
+            f"env.name={CORRIDOR}",
+            "env.num_envs=4",
+            "pipeline.rollout_len=4",
+            "agent.hidden_sizes=[8]",
+            "agent.num_minibatches=2",
+            f"train.total_steps={16 * rounds}",
+            *overrides,
+        ],
+    )
+
+
+def bounded(fn, seconds: float = BOUND):
+    """fn() in a thread that must end within `seconds`: its result, or what it raised."""
+    out: dict = {}
+
+    def target():
+        try:
+            out["result"] = fn()
+        except BaseException as e:  # noqa: BLE001  (handed to the test)
+            out["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"the run did not end within {seconds} s"
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
+def actor_threads_alive() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("host-actor")]
+
+
+def run_probe(config, actor_threads: int = 2, stop=None):
+    records: list[dict] = []
+    envs = make_actor_envs(config, actor_threads)
+    result = bounded(
+        lambda: run_executor(
+            config, make_probe_agent(), envs, callbacks=[records.append], stop=stop
+        )
+    )
+    return result, records
+
+
+@pytest.mark.parametrize("lag", [0, 1, 2])
+def test_version_tags_exact(lag):
+    """Round r is acted by the parameters of update max(0, r - lag), on every step of every
+    actor's trajectory, and those are the parameters that acted (the probe's counter)."""
+    result, records = run_probe(corridor_config(f"pipeline.lag={lag}"))
+    assert [rec["round"] for rec in records] == list(range(8))
+    for r, rec in enumerate(records):
+        acted = max(0, r - lag)
+        assert rec["versions"] == [[acted], [acted]], r
+        for key in ("version_min", "version_max", "acted_min", "acted_max"):
+            assert rec[key] == acted, (r, key)
+        assert rec["learner_version"] == r
+        assert rec["policy_lag"] == min(r, lag)
+    assert result["updates"] == 8 and result["env_steps"] == 128
+    assert result["policy_lag_max"] == lag and not result["stopped_early"]
+    assert not actor_threads_alive()
+
+
+def test_max_staleness_skips_as_the_jax_pipeline():
+    """Lag 2 with max_staleness 1: updates on data 2 updates old are skipped, leaving the
+    version where it was, as `ticks.make_learn` does."""
+    _, records = run_probe(corridor_config("pipeline.lag=2", "pipeline.max_staleness=1"))
+    slot_version, updates = {0: 0}, 0
+    for r, rec in enumerate(records):
+        version = slot_version[max(0, r - 2)]
+        skipped = updates - version > 1
+        assert rec["versions"] == [[version], [version]], r
+        assert rec["skipped_updates"] == float(skipped), r
+        updates += 0 if skipped else 1
+        assert rec["updates"] == updates
+        slot_version[r + 1] = updates
+    assert any(rec["skipped_updates"] for rec in records)
+
+
+@pytest.mark.parametrize("failure", ["raise", "nan_obs", "nan_reward"])
+def test_actor_failure_ends_the_run_in_one_line(failure):
+    config = corridor_config(
+        "env.name=gymnasium:HostFaulty-v0",
+        "env.kwargs.fail_at=10",
+        f"env.kwargs.failure={failure}",
+        rounds=10_000,
+    )
+    start = time.perf_counter()
+    with pytest.raises(ActorError, match=r"^env gymnasium:HostFaulty-v0: actor \d raised") as e:
+        run_probe(config)
+    assert "\n" not in str(e.value)
+    assert ("broke at step 10" if failure == "raise" else "non-finite") in str(e.value)
+    assert time.perf_counter() - start < BOUND
+    assert not actor_threads_alive()
+
+
+def test_stop_event_ends_every_thread():
+    stop = threading.Event()
+    config = corridor_config("pipeline.lag=1", rounds=100_000)
+    records: list[dict] = []
+
+    def stop_at_five(record):
+        records.append(record)
+        if record["round"] == 4:
+            stop.set()
+
+    envs = make_actor_envs(config, 2)
+    start = time.perf_counter()
+    result = bounded(
+        lambda: run_executor(config, make_probe_agent(), envs, callbacks=[stop_at_five], stop=stop)
+    )
+    assert time.perf_counter() - start < BOUND
+    assert result["stopped_early"] and result["rounds"] == 5 == len(records)
+    assert not actor_threads_alive()
+
+
+def test_lag0_same_seed_same_parameters():
+    """PPO at lag 0 with two actor threads: two runs of a seed end in identical parameters."""
+    config = corridor_config("pipeline.lag=0")
+
+    def run():
+        return bounded(lambda: train_host(config, actor_threads=2), 120.0)
+
+    first, second = run(), run()
+    assert first["updates"] == second["updates"] == 8
+    leaves = zip(jax.tree.leaves(first["params"]), jax.tree.leaves(second["params"]))
+    for a, b in leaves:
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "threads", "match"),
+    [
+        (["env.name=CartPole-v1"], 1, "env.name must be gymnasium"),
+        ([], 5, "actor_threads must be in"),
+    ],
+)
+def test_refused_in_one_line(overrides, threads, match):
+    with pytest.raises(ConfigError, match=match):
+        make_actor_envs(corridor_config(*overrides), threads)
+
+
+def test_off_policy_agent_refused_in_one_line():
+    config = load_config("dqn_cartpole", [f"env.name={CORRIDOR}"])
+    with pytest.raises(ConfigError, match="off-policy agents"):
+        make_actor_envs(config, 1)
+
+
+def test_ppo_builds_as_a_host_agent():
+    config = corridor_config()
+    envs = make_actor_envs(config, 1)
+    try:
+        agent = make_host_agent(config, envs[0].spec)
+    finally:
+        envs[0].close()
+    assert agent.data == "trajectory" and not agent.recurrent
+
+
+@pytest.mark.slow
+def test_ppo_learns_gymnasium_cartpole():
+    """Three seeds, one after another, with two actor threads at lag 1: the median final
+    return is far above a random policy's (about 22)."""
+    returns = []
+    for seed in range(3):
+        config = load_config(
+            "ppo_cartpole",
+            [
+                "env.name=gymnasium:CartPole-v1",
+                "env.num_envs=8",
+                "pipeline.rollout_len=128",
+                "pipeline.lag=1",
+                "train.total_steps=100000",
+                f"train.seed={seed}",
+            ],
+        )
+        result = bounded(lambda config=config: train_host(config, actor_threads=2), 120.0)
+        returns.append(result["final_return"])
+    assert np.median(returns) > 150, returns
