@@ -64,15 +64,22 @@ def make_policy(agent: Agent, key: jax.Array, plan: ActorPlan, local_envs: int) 
     return jax.jit(policy)
 
 
+def _check_obs(obs: Any, what: str) -> None:
+    for leaf in jax.tree.leaves(obs):
+        if np.issubdtype(leaf.dtype, np.floating) and not np.all(np.isfinite(leaf)):
+            bad = np.flatnonzero(~np.isfinite(leaf).reshape(len(leaf), -1).all(axis=1))
+            raise ValueError(f"non-finite {what} in envs {bad.tolist()}")
+
+
 def _check_step(step: HostStep) -> None:
     """A ValueError of one line for a step that cannot become a transition."""
     if not np.all(step.valid):
         raise ValueError("a next-step autoreset step (not a transition) is not supported yet")
     if not np.all(np.isfinite(step.reward)):
-        raise ValueError(f"non-finite reward {step.reward.tolist()}")
-    for leaf in jax.tree.leaves((step.obs, step.final_obs)):
-        if np.issubdtype(leaf.dtype, np.floating) and not np.all(np.isfinite(leaf)):
-            raise ValueError("non-finite observation")
+        bad = np.flatnonzero(~np.isfinite(step.reward))
+        raise ValueError(f"non-finite reward in envs {bad.tolist()}")
+    _check_obs(step.obs, "observation")
+    _check_obs(step.final_obs, "final observation")
 
 
 def rollout(
@@ -131,6 +138,7 @@ def run_actor(
     device = plan.device or jax.devices()[0]
     try:
         obs = env.reset(plan.seed + plan.first_env)
+        _check_obs(obs, "observation")
         acting: tuple[Any, int] | None = None
         acting_slot = -1
         for i in range(plan.rounds):

@@ -55,12 +55,13 @@ def check_config(config: Config, actor_threads: int) -> None:
         (bool(config.env.mask_obs), "env.mask_obs is not supported"),
         (
             not 1 <= actor_threads <= config.env.num_envs,
-            f"actor_threads must be in [1, env.num_envs={config.env.num_envs}]",
+            f"actor_threads must be in [1, env.num_envs={config.env.num_envs}], "
+            f"got {actor_threads}",
         ),
     ]
     for refused, why in refusals:
         if refused:
-            raise ConfigError(f"host env {config.env.name}: {why}, got {actor_threads=}")
+            raise ConfigError(f"host env {config.env.name}: {why}")
 
 
 def make_actor_envs(config: Config, actor_threads: int) -> list[GymnasiumVecEnv]:
