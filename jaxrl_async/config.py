@@ -1,10 +1,10 @@
 """Typed, frozen run configuration: YAML files, dotted overrides, validation.
 
 A run config has the sections in `Config.SECTIONS` (`env`, `agent`, `pipeline`, `replay`,
-`train`, `checkpoint`, `eval`, `distributed`). YAML and
-overrides are merged onto the dataclass schema by OmegaConf, which rejects
-unknown keys and values of the wrong type; range checks live in each section's
-`__post_init__`. Every failure is a `ConfigError` with a one-line message that
+`train`, `checkpoint`, `eval`, `distributed`; their dataclasses are in `sections.py` and
+`agents/configs.py`). YAML and overrides are merged onto the dataclass schema by
+OmegaConf, which rejects unknown keys and values of the wrong type; range checks live in
+each section's `__post_init__`. Every failure is a `ConfigError` with a one-line message that
 names the offending key.
 """
 
@@ -22,192 +22,39 @@ from omegaconf.errors import OmegaConfBaseException
 
 from jaxrl_async.agents.configs import AGENT_CONFIGS
 from jaxrl_async.errors import ConfigError, require
+from jaxrl_async.sections import (
+    EVAL_MODES,
+    PRNG_IMPLS,
+    REPLAY_KINDS,
+    CheckpointConfig,
+    DistributedConfig,
+    EnvConfig,
+    EvalConfig,
+    PipelineConfig,
+    ReplayConfig,
+    TrainConfig,
+)
+
+__all__ = [
+    "EVAL_MODES",
+    "PRNG_IMPLS",
+    "REPLAY_KINDS",
+    "CheckpointConfig",
+    "Config",
+    "DistributedConfig",
+    "EnvConfig",
+    "EvalConfig",
+    "PipelineConfig",
+    "ReplayConfig",
+    "TrainConfig",
+    "available_configs",
+    "load_config",
+    "validate",
+    "with_overrides",
+]
 
 CONFIG_DIR = Path(__file__).parent / "configs"
-REPLAY_KINDS = ("prioritized", "uniform")
-EVAL_MODES = ("greedy", "sample")
-PRNG_IMPLS = ("auto", "philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
 _OVERRIDE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+=")
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvConfig:
-    # A gymnax id, a name given to envs.register, or module.path:factory (envs.make).
-    name: str = "CartPole-v1"
-    num_envs: int = 4
-    normalize_obs: bool = False
-    # Keyword arguments of the env's constructor or factory (`env.kwargs.size=8`).
-    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    # Observation entries (indices into the last axis) zeroed for a partially observed
-    # variant, e.g. [1, 3]: CartPole without its velocities (envs.MaskObservation).
-    mask_obs: tuple[int, ...] = ()
-
-    def __post_init__(self):
-        require(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
-        require(
-            all(i >= 0 for i in self.mask_obs),
-            "env.mask_obs",
-            list(self.mask_obs),
-            "indices >= 0 into the observation's last axis",
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class PipelineConfig:
-    rollout_len: int = 128
-    # Updates between the parameters that act and the learner that consumes their data:
-    # 0 is synchronous; L >= 1 double-buffers the trajectory and acts with a queue of the
-    # last L parameter versions (see pipeline.py).
-    lag: int = 0
-    # Skip learner updates on data produced more than this many updates ago; -1: never.
-    max_staleness: int = -1
-    # Devices the env batch and the learner's batch are split over. 0: chosen per run
-    # (`choose_devices`): all of them where splitting pays, else one. With several
-    # processes (`distributed`) the mesh spans every device of every process.
-    devices: int = 0
-    # "fused": actor and learner share every device, one program per host call.
-    # "split": the first `actor_devices` devices act, the rest learn, and the host
-    # dispatches both halves of each tick at once (needs lag >= 1 and 2+ devices).
-    # "auto": split over one actor and one learner CPU device where that pays
-    # (`choose_placement`), else fused.
-    placement: str = "auto"
-    actor_devices: int = 1
-    # lax.scan unroll of the rollout: fewer loop iterations on CPU, longer compile.
-    unroll: int = 1
-
-    def __post_init__(self):
-        require(self.rollout_len >= 1, "pipeline.rollout_len", self.rollout_len, ">= 1")
-        require(self.lag >= 0, "pipeline.lag", self.lag, ">= 0")
-        require(
-            self.max_staleness >= -1,
-            "pipeline.max_staleness",
-            self.max_staleness,
-            ">= -1 (-1: no bound)",
-        )
-        require(self.unroll >= 1, "pipeline.unroll", self.unroll, ">= 1")
-        require(self.devices >= 0, "pipeline.devices", self.devices, ">= 0 (0: choose)")
-        require(
-            self.placement in ("auto", "fused", "split"),
-            "pipeline.placement",
-            self.placement,
-            "auto, fused or split",
-        )
-        require(self.actor_devices >= 1, "pipeline.actor_devices", self.actor_devices, ">= 1")
-
-
-@dataclasses.dataclass(frozen=True)
-class ReplayConfig:
-    """The replay of off-policy agents (ignored by on-policy ones); split evenly over devices."""
-
-    kind: str = "prioritized"  # or "uniform"
-    capacity: int = 100_000  # transitions, over all devices
-    batch_size: int = 128  # sampled per learner update, over all devices
-    learning_starts: int = 10_000  # env steps before the first update
-    alpha: float = 0.6  # prioritization exponent
-    beta: float = 0.4  # importance-weight exponent at the start, annealed to 1 at the end
-    priority_eps: float = 1e-6  # added to |TD error| so no transition becomes undrawable
-
-    def __post_init__(self):
-        require(self.kind in REPLAY_KINDS, "replay.kind", self.kind, f"one of {REPLAY_KINDS}")
-        require(self.capacity >= 1, "replay.capacity", self.capacity, ">= 1")
-        require(self.batch_size >= 1, "replay.batch_size", self.batch_size, ">= 1")
-        require(self.learning_starts >= 0, "replay.learning_starts", self.learning_starts, ">= 0")
-        require(self.alpha >= 0, "replay.alpha", self.alpha, ">= 0")
-        require(0 <= self.beta <= 1, "replay.beta", self.beta, "in [0, 1]")
-        require(self.priority_eps > 0, "replay.priority_eps", self.priority_eps, "> 0")
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    total_steps: int = 500_000
-    seed: int = 0
-    # Seeds seed, seed+1, ... trained side by side: the whole run vmapped in one program.
-    num_seeds: int = 1
-    # Env steps between host calls (log points); rounded so the chunks tile the run.
-    log_every: int = 32_768
-    progress: bool = True
-    compile_cache: bool = True
-    # Counter-based PRNG of the run's keys. "auto": philox4x32 on any device count (JAX
-    # lowers threefry on CPU as a rolled loop, slower in small rollouts: docs/performance.md;
-    # on several devices philox compiles through sharding.lower_mulhi_on_meshes).
-    # Set one explicitly for numbers that do not depend on the device count.
-    prng: str = "auto"
-    # Compile for bitwise run-to-run reproducibility on every backend (XLA's deterministic
-    # GPU ops; CPU runs are deterministic anyway). See docs/operations.md#reproducibility.
-    deterministic: bool = False
-
-    def __post_init__(self):
-        require(self.total_steps >= 1, "train.total_steps", self.total_steps, ">= 1")
-        require(self.seed >= 0, "train.seed", self.seed, ">= 0")
-        require(self.num_seeds >= 1, "train.num_seeds", self.num_seeds, ">= 1")
-        require(self.log_every >= 1, "train.log_every", self.log_every, ">= 1")
-        require(self.prng in PRNG_IMPLS, "train.prng", self.prng, f"one of {PRNG_IMPLS}")
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointConfig:
-    """Checkpoints of a run that writes a run directory (RUN_DIR/checkpoints/<env steps>).
-
-    A final checkpoint, and one on Ctrl-C / SIGTERM, are always written there; `every`
-    adds periodic ones, at the first host-call boundary past each multiple.
-    """
-
-    every: int = 0  # env steps between periodic checkpoints; 0: no periodic checkpoints
-    keep: int = 3  # the most recent checkpoints kept on disk
-
-    def __post_init__(self):
-        require(self.every >= 0, "checkpoint.every", self.every, ">= 0 (0: only at the end)")
-        require(self.keep >= 1, "checkpoint.keep", self.keep, ">= 1")
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalConfig:
-    """Evaluation on separate envs: the first episode of each of `episodes` fresh envs."""
-
-    every: int = 0  # env steps between evaluations (and one at the end); 0: no evaluation
-    episodes: int = 16
-    mode: str = "greedy"  # the deterministic action, or "sample" (the acting policy's draws)
-    max_steps: int = 0  # the cap on an episode; 0: the env's own limit, else 10000
-
-    def __post_init__(self):
-        require(self.every >= 0, "eval.every", self.every, ">= 0 (0: no evaluation)")
-        require(self.episodes >= 1, "eval.episodes", self.episodes, ">= 1")
-        require(self.mode in EVAL_MODES, "eval.mode", self.mode, f"one of {EVAL_MODES}")
-        require(
-            self.max_steps >= 0, "eval.max_steps", self.max_steps, ">= 0 (0: the env's own limit)"
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class DistributedConfig:
-    """How this session joins a multi-process run (`jax.distributed`); one process if unset.
-
-    Launch settings, not part of the run: they stay out of the run directory's
-    config.yaml, and a resume gives its own. Resolved against JAX's environment
-    variables by `jaxrl_async.distributed`, which must run before any other JAX call.
-    """
-
-    coordinator: str = ""  # HOST:PORT of process 0; "": $JAX_COORDINATOR_ADDRESS
-    num_processes: int = 0  # 0: $JAX_NUM_PROCESSES, else 1
-    process_id: int = -1  # -1: $JAX_PROCESS_ID, else 0
-    timeout: int = 300  # seconds to wait for every process to join
-
-    def __post_init__(self):
-        address = self.coordinator == "" or re.fullmatch(r"\S+:\d+", self.coordinator)
-        require(bool(address), "distributed.coordinator", self.coordinator, "HOST:PORT")
-        require(
-            self.num_processes >= 0,
-            "distributed.num_processes",
-            self.num_processes,
-            ">= 0 (0: from the environment)",
-        )
-        require(
-            self.process_id >= -1,
-            "distributed.process_id",
-            self.process_id,
-            ">= 0 (-1: from the environment)",
-        )
-        require(self.timeout >= 1, "distributed.timeout", self.timeout, ">= 1")
 
 
 @dataclasses.dataclass(frozen=True)

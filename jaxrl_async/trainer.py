@@ -28,9 +28,8 @@ from jaxrl_async import distributed, rundir
 from jaxrl_async.build import build_pipeline
 from jaxrl_async.compile_cache import CACHE, configure_compile_cache
 from jaxrl_async.config import Config
-from jaxrl_async.errors import TrainingInterrupted, UserError
-from jaxrl_async.evaluate import NO_EVAL, Evaluation
-from jaxrl_async.interrupts import interrupts_between_calls
+from jaxrl_async.errors import UserError
+from jaxrl_async.evaluate import Evaluation
 from jaxrl_async.pipeline import (
     DETERMINISTIC_OPTIONS,
     compile_chunk,
@@ -39,6 +38,7 @@ from jaxrl_async.pipeline import (
     vmap_seeds,
 )
 from jaxrl_async.runlog import Point, RunLog
+from jaxrl_async.runloop import Built, LoopTimes, Run, Started, run_loop
 from jaxrl_async.runplan import RunPlan, plan_run
 from jaxrl_async.sharding import make_mesh
 from jaxrl_async.split import init_and_compile_split, split_meshes
@@ -71,15 +71,6 @@ class RunGroup:
     points: tuple[Point, ...]
 
 
-@dataclasses.dataclass
-class Built:
-    pipeline: Any  # the run's Pipeline (seed-vmapped for num_seeds > 1; the actor's if split)
-    learner_pipeline: Any  # split placement: the same pipeline on the learner mesh
-    agent: Any
-    devices: list
-    evaluation: Evaluation | None
-
-
 def build(config: Config, plan: RunPlan, env=None, env_params=None) -> Built:
     layout, learner_pipeline = plan.layout, None
     if layout.placement == "split":
@@ -106,16 +97,6 @@ def build(config: Config, plan: RunPlan, env=None, env_params=None) -> Built:
         else None
     )
     return Built(pipeline, learner_pipeline, agent, devices, evaluation)
-
-
-@dataclasses.dataclass
-class Started:
-    state: Any
-    chunk: Callable
-    compile_seconds: float
-    restore_seconds: float
-    cache_hits: int
-    cache_misses: int
 
 
 def start(
@@ -184,88 +165,6 @@ def with_hparams(state, hparams: Mapping[str, Sequence[float]]):
         for k, v in hparams.items()
     }
     return state.replace(learner=state.learner.replace(hparams={**current, **new}))
-
-
-@dataclasses.dataclass
-class Run:
-    """A built and started run: what the loop and the summary read."""
-
-    config: Config
-    plan: RunPlan
-    built: Built
-    started: Started
-    run_dir: Path | None
-
-
-@dataclasses.dataclass
-class LoopTimes:
-    loop_seconds: float
-    checkpoint_seconds: float  # the loop blocked on saves
-
-
-def run_loop(run: Run, log: RunLog, saver: ckpt.Checkpointer | None):
-    """Call the chunk until the plan is done; returns (final state, LoopTimes).
-
-    Each call is dispatched before the previous call's metrics are logged, so logging
-    overlaps training. Evaluations and checkpoints happen at host-call boundaries; an
-    interrupt (SIGINT / SIGTERM) saves there and raises TrainingInterrupted.
-    """
-    config, plan, evaluation = run.config, run.plan, run.built.evaluation
-    state, chunk = run.started.state, run.started.chunk
-    steps_per_call = plan.steps_per_call
-    saved = -1 if plan.point is None else plan.point.calls  # host calls in the newest checkpoint
-    checkpoint_seconds = 0.0
-    pending = None  # (host calls done, their metrics), not logged yet
-    evaluated = None  # the evaluation fields of the pending record
-
-    def log_pending():
-        nonlocal pending, evaluated
-        if pending is not None:
-            # Every record has the eval keys when evaluating (NaN, 0: not evaluated).
-            extra = None if evaluation is None else (evaluated or NO_EVAL)
-            log.log(*pending, extra)
-            pending = evaluated = None
-
-    with interrupts_between_calls() as interrupted:
-        for call in range(plan.start_call, plan.num_calls + 1):
-            stop = distributed.any_process(interrupted())  # all processes stop together
-            last = call == plan.num_calls
-            if (
-                evaluation is not None
-                and pending is not None
-                and not stop
-                and (last or _due(config.eval.every, call, steps_per_call))
-            ):
-                spent = evaluation.seconds
-                evaluated = evaluation(state, call * steps_per_call)
-                log.exclude(evaluation.seconds - spent)
-            if stop or last or _due(config.checkpoint.every, call, steps_per_call):
-                log_pending()  # metrics.jsonl reaches the checkpoint's step first
-                if saver is not None and call > saved:
-                    # Periodic saves finish writing in the background while training goes
-                    # on; the last one (the end, or an interrupt) is waited for.
-                    save_start = time.perf_counter()
-                    saver.save(
-                        call * steps_per_call,
-                        state,
-                        _checkpoint_meta(run, call, log.train_seconds(save_start)),
-                        wait=stop or last,
-                    )
-                    blocked = time.perf_counter() - save_start
-                    checkpoint_seconds += blocked
-                    log.exclude(blocked)
-                    saved = call
-            if stop:
-                raise TrainingInterrupted(
-                    call * steps_per_call, run.run_dir if saved == call else None
-                )
-            if last:
-                break
-            state, metrics = chunk(state)  # dispatched; runs while we log the last one
-            log_pending()
-            pending = (call + 1, metrics)
-    jax.block_until_ready(state)
-    return state, LoopTimes(time.perf_counter() - log.start, checkpoint_seconds)
 
 
 def summarize(run: Run, log: RunLog, times: LoopTimes, env_name: str, wall_start: float) -> dict:
@@ -433,27 +332,3 @@ def resume(
     return train(
         config, env=env, env_params=env_params, run_dir=run_dir, callbacks=callbacks, resume=True
     )
-
-
-def _due(every: int, call: int, steps_per_call: int) -> bool:
-    """A periodic checkpoint at the first host-call boundary past each multiple of `every`."""
-    return (
-        every > 0
-        and call > 0
-        and call * steps_per_call // every > (call - 1) * steps_per_call // every
-    )
-
-
-def _checkpoint_meta(run: Run, call: int, train_seconds: float) -> dict:
-    config, ticks, layout = run.config, run.plan.ticks, run.plan.layout
-    return {
-        "env_steps": call * ticks * config.batch_size,
-        "calls": call,
-        "ticks": ticks,
-        "train_seconds": train_seconds,
-        "prng_impl": config.prng_impl,
-        "devices": layout.devices,
-        "placement": layout.placement,
-        "config": config.to_yaml(),
-        "jax_version": jax.__version__,
-    }
