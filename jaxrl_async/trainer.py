@@ -4,8 +4,8 @@
   plan_run (runplan.py): the layout, ticks per host call, host calls, where a resume starts;
   build:     the pipeline(s), the agent, the periodic evaluation;
   start:     compile, then init the state or restore it from a checkpoint;
-  run_loop:  call the chunk, and between calls log (runlog.py), evaluate, checkpoint,
-             stop on Ctrl-C (interrupts.py);
+  run_loop (runloop.py): call the chunk, and between calls log (runlog.py), evaluate,
+             checkpoint, stop on Ctrl-C (interrupts.py);
   summarize: the summary dict (summary.json) and the closing line.
 """
 
