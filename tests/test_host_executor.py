@@ -189,6 +189,23 @@ def test_refused_in_one_line(overrides, threads, match):
         make_actor_envs(corridor_config(*overrides), threads)
 
 
+def test_recurrent_agent_refused_in_one_line():
+    with pytest.raises(ConfigError, match="recurrent agents"):
+        make_actor_envs(corridor_config("agent.memory=gru"), 1)
+
+
+def test_impala_trains_at_lag_1():
+    """IMPALA's own learn (V-trace over the behaviour log-probabilities) on the tags."""
+    config = load_config(
+        "impala_cartpole",
+        [f"env.name={CORRIDOR}", "env.num_envs=4", "pipeline.rollout_len=4"]
+        + ["agent.hidden_sizes=[8]", "pipeline.lag=1", "train.total_steps=128"],
+    )
+    result = bounded(lambda: train_host(config, actor_threads=2), 120.0)
+    assert result["updates"] == 8 and result["policy_lag_max"] == 1
+    assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(result["params"]))
+
+
 def test_off_policy_agent_refused_in_one_line():
     config = load_config("dqn_cartpole", [f"env.name={CORRIDOR}"])
     with pytest.raises(ConfigError, match="off-policy agents"):
