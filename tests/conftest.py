@@ -1,6 +1,7 @@
 """Shared test set-up: one persistent XLA cache for the whole suite, its subprocesses included."""
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,11 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
     os.environ["XLA_FLAGS"] = (
         os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=1"
     ).strip()
+
+# A suite started from a background job inherits SIGINT ignored, and Python then installs
+# no handler of its own; the interrupt tests need the one a terminal gives a program.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import jaxrl_async  # noqa: E402,F401  (applies the project's XLA flags before JAX starts)
 from tests.helpers.cli import run_cli  # noqa: E402
