@@ -28,6 +28,7 @@ pass reproduces the actor's log-probabilities (tests/test_memory.py).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
@@ -217,32 +218,7 @@ def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec, algo: st
         carry, h = core(params, carry, obs, episode_start)
         return carry, policy.mode(net.apply(params, h, obs, method="policy"))
 
-    def evaluate(params, batch, next_value=False):
-        lead = batch["episode_start"].shape  # [T, b]
-        flat = _flatten(lead)
-        obs = flat(batch["obs"])
-        xp = net.apply(params, net.apply(params, obs, method="embed"), method="project")
-        carry = jax.tree.map(lambda c: c[0], batch["carry"])
-        h, carries = unroll(
-            lambda c, x: net.apply(params, c, x, method="recur"),
-            carry,
-            cast(jax.Array, xp).reshape(*lead, -1),
-            batch["episode_start"],
-        )
-        h = h.reshape(math.prod(lead), -1)
-        log_prob, entropy = policy.score(
-            net.apply(params, h, obs, method="policy"), flat(batch["action"])
-        )
-        value = cast(jax.Array, net.apply(params, h, method="value"))
-        next_v = None
-        if next_value:  # V(x'_t): one more cell step from the carry after step t
-            fixed = jax.lax.stop_gradient(params)
-            x_next = net.apply(fixed, flat(batch["next_obs"]), method="embed")
-            _, h_next = net.apply(
-                fixed, jax.lax.stop_gradient(flat(carries)), x_next, method="step"
-            )
-            next_v = cast(jax.Array, net.apply(fixed, h_next, method="value"))
-        return _unflatten(lead, Scored(log_prob, entropy, value, next_v))
+    evaluate = functools.partial(recurrent_evaluate, net, policy)
 
     def sequence_inputs(traj):
         return {
@@ -263,6 +239,34 @@ def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec, algo: st
     return ActorCritic(
         init, act, greedy, evaluate, values, sequence_inputs, policy.scored_action, init_carry
     )
+
+
+def recurrent_evaluate(net: RecurrentActorCritic, policy: Policy, params, batch, next_value=False):
+    """`ActorCritic.evaluate` of the recurrent network: the cell re-run over whole sequences
+    [T, b] from the carry stored for their first step (module docstring)."""
+    lead = batch["episode_start"].shape  # [T, b]
+    flat = _flatten(lead)
+    obs = flat(batch["obs"])
+    xp = net.apply(params, net.apply(params, obs, method="embed"), method="project")
+    carry = jax.tree.map(lambda c: c[0], batch["carry"])
+    h, carries = unroll(
+        lambda c, x: net.apply(params, c, x, method="recur"),
+        carry,
+        cast(jax.Array, xp).reshape(*lead, -1),
+        batch["episode_start"],
+    )
+    h = h.reshape(math.prod(lead), -1)
+    log_prob, entropy = policy.score(
+        net.apply(params, h, obs, method="policy"), flat(batch["action"])
+    )
+    value = cast(jax.Array, net.apply(params, h, method="value"))
+    next_v = None
+    if next_value:  # V(x'_t): one more cell step from the carry after step t
+        fixed = jax.lax.stop_gradient(params)
+        x_next = net.apply(fixed, flat(batch["next_obs"]), method="embed")
+        _, h_next = net.apply(fixed, jax.lax.stop_gradient(flat(carries)), x_next, method="step")
+        next_v = cast(jax.Array, net.apply(fixed, h_next, method="value"))
+    return _unflatten(lead, Scored(log_prob, entropy, value, next_v))
 
 
 def _flatten(lead: tuple[int, ...]) -> Callable[[Any], Any]:

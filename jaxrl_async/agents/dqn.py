@@ -86,37 +86,17 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
     def learn(state: DQNState, sample, key):
         del key  # the sample carries all randomness
         hp = bind(config, state.hparams)
-        items = sample.items
         flat, unravel = ravel_pytree(state.params)
         # The bootstrap side needs no gradient: evaluated apart from the loss, the backward
         # pass covers only the b sampled observations (one call on obs and next_obs together
         # would backpropagate through 2b rows, half of them zeros).
-        next_q_target = net.apply(state.target_params, items.next_obs)
-        next_q_online = net.apply(state.params, items.next_obs) if config.double else None
-
-        def loss_fn(flat, _):
-            q = cast(jax.Array, net.apply(unravel(flat), items.obs))
-            q_taken = jnp.take_along_axis(q, items.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
-            target = jax.lax.stop_gradient(
-                td_targets(
-                    next_q_online, next_q_target, items.reward, items.discount, config.double
-                )
-            )
-            td = target - q_taken
-            if config.loss == "huber":
-                per_item = optax.huber_loss(td, delta=hp.huber_delta)
-            else:
-                per_item = 0.5 * jnp.square(td)
-            loss = jnp.mean(sample.weights * per_item)
-            metrics = {
-                "loss": loss,
-                "q_mean": jnp.mean(q_taken),
-                "td_abs_mean": jnp.mean(jnp.abs(td)),
-            }
-            return loss, (metrics, jnp.abs(td))
-
+        next_q_target = net.apply(state.target_params, sample.items.next_obs)
+        next_q_online = net.apply(state.params, sample.items.next_obs) if config.double else None
         flat, opt_state, metrics, td_abs = flat_grad_step(
-            loss_fn, StepRule(optimizer, hp, ctx.axis_name), flat, state.opt_state
+            lambda f, _: dqn_loss(net, hp, unravel(f), sample, (next_q_online, next_q_target)),
+            StepRule(optimizer, hp, ctx.axis_name),
+            flat,
+            state.opt_state,
         )
         params, steps = unravel(flat), state.steps + 1
         target_params = move_target(hp, params, state.target_params, steps)
@@ -130,3 +110,29 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
         replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
         greedy=greedy,
     )
+
+
+def dqn_loss(net: QNetwork, hp, params, sample, next_q):
+    """The importance-weighted Huber (or squared) TD error of the sampled items:
+    (loss, (metrics, |TD| [b])). `hp`: the config bound to the run's hyperparameters;
+    next_q: (Q_online(x') [b, A] or None without double Q, Q_target(x') [b, A]), computed
+    outside the gradient."""
+    items = sample.items
+    next_q_online, next_q_target = next_q
+    q = cast(jax.Array, net.apply(params, items.obs))
+    q_taken = jnp.take_along_axis(q, items.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
+    target = jax.lax.stop_gradient(
+        td_targets(next_q_online, next_q_target, items.reward, items.discount, hp.double)
+    )
+    td = target - q_taken
+    if hp.loss == "huber":
+        per_item = optax.huber_loss(td, delta=hp.huber_delta)
+    else:
+        per_item = 0.5 * jnp.square(td)
+    loss = jnp.mean(sample.weights * per_item)
+    metrics = {
+        "loss": loss,
+        "q_mean": jnp.mean(q_taken),
+        "td_abs_mean": jnp.mean(jnp.abs(td)),
+    }
+    return loss, (metrics, jnp.abs(td))

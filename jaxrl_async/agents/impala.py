@@ -16,7 +16,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async.agents.actor_critic import make_actor_critic
+from jaxrl_async.agents.actor_critic import ActorCritic, make_actor_critic
 from jaxrl_async.agents.common import (
     ActorCriticState,
     StepRule,
@@ -31,7 +31,7 @@ from jaxrl_async.agents.configs import IMPALAConfig, bind
 from jaxrl_async.returns import vtrace
 from jaxrl_async.types import Agent, BuildContext
 
-__all__ = ["env_group_minibatches", "make_impala"]
+__all__ = ["env_group_minibatches", "impala_loss", "make_impala"]
 
 
 def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
@@ -44,46 +44,6 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
     def init(key):
         params = net.init(key)
         return ActorCriticState(params, init_opt_state(optimizer, params), initial_hparams(config))
-
-    def loss_fn(params, mb, hp):
-        """mb: whole rollouts of some envs, time-major [T, b, ...]; `hp`: the config bound to the
-        run's hyperparameters (`configs.bind`)."""
-        scored = net.evaluate(params, mb, next_value=True)
-        values, next_values, log_prob = scored.value, scored.next_value, scored.log_prob
-        log_rhos = jax.lax.stop_gradient(log_prob) - mb["log_prob"]
-        rewards, discounts = fold_truncation(
-            mb["reward"], next_values, mb["terminated"], mb["truncated"], hp.gamma
-        )
-        targets = vtrace(
-            jax.lax.stop_gradient(values),
-            next_values[-1],
-            rewards,
-            discounts,
-            log_rhos,
-            lambda_=hp.vtrace_lambda,
-            clip_rho_threshold=hp.clip_rho_threshold,
-            clip_pg_rho_threshold=hp.clip_pg_rho_threshold,
-        )
-        pg_loss = -jnp.mean(targets.pg_advantages * log_prob)
-        value_loss = 0.5 * jnp.mean(jnp.square(targets.vs - values))
-        entropy = jnp.mean(scored.entropy)
-        total = pg_loss + hp.baseline_coef * value_loss - hp.ent_coef * entropy
-        rhos = jnp.exp(log_rhos)
-        # On-policy the recomputed log-probabilities differ from the actor's in the last
-        # bits; the tolerance keeps that noise out of the clip fraction.
-        clipped = rhos > hp.clip_rho_threshold * (1 + 1e-4)
-        metrics = {
-            "loss": total,
-            "pg_loss": pg_loss,
-            "value_loss": value_loss,
-            "entropy": entropy,
-            "rho_mean": jnp.mean(rhos),
-            "rho_clip_frac": jnp.mean(clipped.astype(jnp.float32)),
-            # KL(behaviour || current) estimated from the actions taken: mean(rho - 1 - log rho),
-            # >= 0 per sample. How far the learner's policy has moved from the actor's.
-            "behaviour_kl": jnp.mean(rhos - 1.0 - log_rhos),
-        }
-        return total, metrics
 
     def learn(state: ActorCriticState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
@@ -99,7 +59,7 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
             **net.sequence_inputs(traj),
         }
         params, opt_state, metrics = sgd(
-            lambda p, mb: loss_fn(p, mb, hp),
+            lambda p, mb: impala_loss(net, p, mb, hp),
             StepRule(optimizer, hp, ctx.axis_name),
             state.params,
             state.opt_state,
@@ -116,3 +76,46 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
         greedy=net.greedy,
         init_carry=net.init_carry,
     )
+
+
+def impala_loss(net: ActorCritic, params, mb, hp):
+    """The policy-gradient, baseline and entropy losses on V-trace targets: (loss, metrics).
+
+    mb: whole rollouts of some envs, time-major [T, b, ...]; `hp`: the config bound to the
+    run's hyperparameters (`configs.bind`)."""
+    scored = net.evaluate(params, mb, next_value=True)
+    values, next_values, log_prob = scored.value, scored.next_value, scored.log_prob
+    log_rhos = jax.lax.stop_gradient(log_prob) - mb["log_prob"]
+    rewards, discounts = fold_truncation(
+        mb["reward"], next_values, mb["terminated"], mb["truncated"], hp.gamma
+    )
+    targets = vtrace(
+        jax.lax.stop_gradient(values),
+        next_values[-1],
+        rewards,
+        discounts,
+        log_rhos,
+        lambda_=hp.vtrace_lambda,
+        clip_rho_threshold=hp.clip_rho_threshold,
+        clip_pg_rho_threshold=hp.clip_pg_rho_threshold,
+    )
+    pg_loss = -jnp.mean(targets.pg_advantages * log_prob)
+    value_loss = 0.5 * jnp.mean(jnp.square(targets.vs - values))
+    entropy = jnp.mean(scored.entropy)
+    total = pg_loss + hp.baseline_coef * value_loss - hp.ent_coef * entropy
+    rhos = jnp.exp(log_rhos)
+    # On-policy the recomputed log-probabilities differ from the actor's in the last
+    # bits; the tolerance keeps that noise out of the clip fraction.
+    clipped = rhos > hp.clip_rho_threshold * (1 + 1e-4)
+    metrics = {
+        "loss": total,
+        "pg_loss": pg_loss,
+        "value_loss": value_loss,
+        "entropy": entropy,
+        "rho_mean": jnp.mean(rhos),
+        "rho_clip_frac": jnp.mean(clipped.astype(jnp.float32)),
+        # KL(behaviour || current) estimated from the actions taken: mean(rho - 1 - log rho),
+        # >= 0 per sample. How far the learner's policy has moved from the actor's.
+        "behaviour_kl": jnp.mean(rhos - 1.0 - log_rhos),
+    }
+    return total, metrics

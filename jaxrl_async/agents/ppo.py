@@ -12,10 +12,12 @@ cell over each env's rollout from the carry the actor stored for its first step.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async.agents.actor_critic import make_actor_critic
+from jaxrl_async.agents.actor_critic import ActorCritic, make_actor_critic
 from jaxrl_async.agents.common import (
     ActorCriticState,
     StepRule,
@@ -37,47 +39,11 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
     net = make_actor_critic(ctx.spec, config.torso_spec(), "ppo", config.memory_spec())
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
     optimizer = make_optimizer("adam", config.anneal_lr, num_grad_steps, config.adam_eps)
+    targets = functools.partial(ppo_targets, net, config)
 
     def init(key):
         params = net.init(key)
         return ActorCriticState(params, init_opt_state(optimizer, params), initial_hparams(config))
-
-    def minibatches(data):
-        def split(key):
-            if net.recurrent:  # whole sequences: the cell runs through each env's rollout
-                mbs = env_group_minibatches(key, data, config.num_minibatches)
-            else:
-                mbs = env_minibatches(key, data, config.num_minibatches, ctx.axis_name)
-            if config.normalize_advantages:  # over each whole minibatch, on every device
-                mbs["advantage"] = standardize_minibatches(mbs["advantage"], ctx.axis_name)
-            return mbs
-
-        return split
-
-    def targets(state: ActorCriticState, traj):
-        """The learner's batch: the trajectory [T, B, ...] with the critic's values, GAE
-        advantages and value targets, all before the first gradient step."""
-        hp = bind(config, state.hparams)
-        values, next_values = net.values(state.params, traj)
-        # A truncating step bootstraps from V(final observation): folded into its reward,
-        # with the trace cut there, so that `gae` sees only terminations.
-        rewards, discounts = fold_truncation(
-            hp.reward_scale * traj.reward.astype(jnp.float32),
-            next_values,
-            traj.terminated,
-            traj.truncated,
-            hp.gamma,
-        )
-        advantages = gae(values, next_values[-1], rewards, discounts, hp.gae_lambda)
-        return {
-            "obs": traj.obs,
-            "action": net.scored_action(traj),
-            "log_prob": traj.extras["log_prob"],
-            "advantage": advantages,
-            "target": advantages + values,
-            "value": values,
-            **net.sequence_inputs(traj),
-        }
 
     def learn(state: ActorCriticState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
@@ -89,7 +55,7 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
             state.params,
             state.opt_state,
             jax.random.split(key, config.num_epochs),
-            minibatches(data),
+            ppo_minibatches(net, config, ctx.axis_name, data),
         )
         return ActorCriticState(params, opt_state, state.hparams), metrics
 
@@ -102,6 +68,47 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         init_carry=net.init_carry,
         targets=targets,
     )
+
+
+def ppo_minibatches(net: ActorCritic, config: PPOConfig, axis_name: str | None, data):
+    """epoch_key -> the epoch's minibatches of `data` [T, B, ...], stacked [M, ...]."""
+
+    def split(key):
+        if net.recurrent:  # whole sequences: the cell runs through each env's rollout
+            mbs = env_group_minibatches(key, data, config.num_minibatches)
+        else:
+            mbs = env_minibatches(key, data, config.num_minibatches, axis_name)
+        if config.normalize_advantages:  # over each whole minibatch, on every device
+            mbs["advantage"] = standardize_minibatches(mbs["advantage"], axis_name)
+        return mbs
+
+    return split
+
+
+def ppo_targets(net: ActorCritic, config: PPOConfig, state: ActorCriticState, traj):
+    """The learner's batch: the trajectory [T, B, ...] with the critic's values, GAE
+    advantages and value targets, all before the first gradient step."""
+    hp = bind(config, state.hparams)
+    values, next_values = net.values(state.params, traj)
+    # A truncating step bootstraps from V(final observation): folded into its reward,
+    # with the trace cut there, so that `gae` sees only terminations.
+    rewards, discounts = fold_truncation(
+        hp.reward_scale * traj.reward.astype(jnp.float32),
+        next_values,
+        traj.terminated,
+        traj.truncated,
+        hp.gamma,
+    )
+    advantages = gae(values, next_values[-1], rewards, discounts, hp.gae_lambda)
+    return {
+        "obs": traj.obs,
+        "action": net.scored_action(traj),
+        "log_prob": traj.extras["log_prob"],
+        "advantage": advantages,
+        "target": advantages + values,
+        "value": values,
+        **net.sequence_inputs(traj),
+    }
 
 
 def ppo_loss(net, params, mb, hp):

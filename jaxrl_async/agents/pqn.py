@@ -42,6 +42,7 @@ the lag study (PQN on CartPole at lags 0-2).
 
 from __future__ import annotations
 
+import functools
 from typing import cast
 
 import jax
@@ -87,50 +88,18 @@ def make_pqn(config: PQNConfig, ctx: BuildContext) -> Agent:
     act, greedy = epsilon_greedy_actor(
         config, net.apply, ctx.spec.num_actions, ctx.spec.action_dtype, record_epsilon=True
     )
+    targets = functools.partial(pqn_targets, net, config)
 
     def init(key):
         params = net.init(key, obs_zeros(ctx.spec))
         return PQNState(params, init_opt_state(optimizer, params), initial_hparams(config))
-
-    def max_q(params, obs):
-        """max_a Q(obs, a) [T, B] of a trajectory's observations [T, B, ...]."""
-        T, B = jax.tree.leaves(obs)[0].shape[:2]
-        flat = jax.tree.map(lambda x: x.reshape(T * B, *x.shape[2:]), obs)
-        return jnp.max(cast(jax.Array, net.apply(params, flat)), axis=-1).reshape(T, B)
-
-    def targets(state: PQNState, traj):
-        """The learner's batch: the trajectory's observations and actions [T, B, ...] with
-        their Q(λ) returns from the current parameters, before the first gradient step."""
-        hp = bind(config, state.hparams)
-        next_values = max_q(state.params, traj.next_obs)
-        rewards, discounts = fold_truncation(
-            hp.reward_scale * traj.reward.astype(jnp.float32),
-            next_values,
-            traj.terminated,
-            traj.truncated,
-            hp.gamma,
-        )
-        returns = q_lambda(next_values, rewards, discounts, hp.q_lambda)
-        return {"obs": traj.obs, "action": traj.action, "target": returns}
-
-    def loss_fn(params, mb):
-        q = cast(jax.Array, net.apply(params, mb["obs"]))
-        q_taken = jnp.take_along_axis(q, mb["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
-        td = mb["target"] - q_taken
-        loss = 0.5 * jnp.mean(jnp.square(td))
-        return loss, {
-            "loss": loss,
-            "q_mean": jnp.mean(q_taken),
-            "target_mean": jnp.mean(mb["target"]),
-            "td_abs_mean": jnp.mean(jnp.abs(td)),
-        }
 
     def learn(state: PQNState, traj, key):
         """traj: Transition pytree, time-major [T, B, ...]."""
         data = targets(state, traj)
         hp = bind(config, state.hparams)
         params, opt_state, metrics = sgd(
-            loss_fn,
+            functools.partial(pqn_loss, net),
             StepRule(optimizer, hp, ctx.axis_name),
             state.params,
             state.opt_state,
@@ -145,3 +114,41 @@ def make_pqn(config: PQNConfig, ctx: BuildContext) -> Agent:
         return PQNState(params, opt_state, state.hparams), {**metrics, "epsilon": epsilon}
 
     return Agent(init=init, act=act, learn=learn, data="trajectory", greedy=greedy, targets=targets)
+
+
+def max_q(net: QNetwork, params, obs):
+    """max_a Q(obs, a) [T, B] of a trajectory's observations [T, B, ...]."""
+    T, B = jax.tree.leaves(obs)[0].shape[:2]
+    flat = jax.tree.map(lambda x: x.reshape(T * B, *x.shape[2:]), obs)
+    return jnp.max(cast(jax.Array, net.apply(params, flat)), axis=-1).reshape(T, B)
+
+
+def pqn_targets(net: QNetwork, config: PQNConfig, state: PQNState, traj):
+    """The learner's batch: the trajectory's observations and actions [T, B, ...] with
+    their Q(λ) returns from the current parameters, before the first gradient step."""
+    hp = bind(config, state.hparams)
+    next_values = max_q(net, state.params, traj.next_obs)
+    rewards, discounts = fold_truncation(
+        hp.reward_scale * traj.reward.astype(jnp.float32),
+        next_values,
+        traj.terminated,
+        traj.truncated,
+        hp.gamma,
+    )
+    returns = q_lambda(next_values, rewards, discounts, hp.q_lambda)
+    return {"obs": traj.obs, "action": traj.action, "target": returns}
+
+
+def pqn_loss(net: QNetwork, params, mb):
+    """Half the squared error of Q(x_t, a_t) against the minibatch's held Q(λ) returns:
+    (loss, metrics)."""
+    q = cast(jax.Array, net.apply(params, mb["obs"]))
+    q_taken = jnp.take_along_axis(q, mb["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
+    td = mb["target"] - q_taken
+    loss = 0.5 * jnp.mean(jnp.square(td))
+    return loss, {
+        "loss": loss,
+        "q_mean": jnp.mean(q_taken),
+        "target_mean": jnp.mean(mb["target"]),
+        "td_abs_mean": jnp.mean(jnp.abs(td)),
+    }

@@ -29,8 +29,9 @@ starts. A learner update on a batch of sequences [L, b] (time-major here):
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import flax.linen as nn
 import jax
@@ -38,7 +39,13 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async.agents.common import StepRule, flat_grad_step, initial_hparams, make_optimizer
+from jaxrl_async.agents.common import (
+    Optimizer,
+    StepRule,
+    flat_grad_step,
+    initial_hparams,
+    make_optimizer,
+)
 from jaxrl_async.agents.configs import R2D2Config, bind
 from jaxrl_async.agents.dqn import DQNState, move_target, td_targets
 from jaxrl_async.agents.exploration import epsilon_greedy, epsilons, legal_actions
@@ -198,6 +205,46 @@ def sequence_loss(net: RecurrentQNetwork, config: R2D2Config, params, target_par
     return loss, (metrics, sequence_priority(td_abs.T, config.priority_eta))
 
 
+class R2D2Learner(NamedTuple):
+    """What R2D2's learner holds fixed: the network, the config, the optimizer and the
+    device axis (None: one device)."""
+
+    net: RecurrentQNetwork
+    config: R2D2Config
+    optimizer: Optimizer
+    axis_name: str | None
+
+
+def r2d2_init(learner: R2D2Learner, spec, key) -> DQNState:
+    params = learner.net.init(key, initial_carry(learner.net.memory, 1), obs_zeros(spec))
+    return DQNState(
+        params,
+        params,
+        learner.optimizer.init(ravel_pytree(params)[0]),
+        jnp.int32(0),
+        initial_hparams(learner.config),
+    )
+
+
+def r2d2_learn(learner: R2D2Learner, state: DQNState, sample, key):
+    """One Adam step on a sampled batch of sequences: (state, metrics, priorities [b])."""
+    del key  # the sample carries all randomness
+    hp = bind(learner.config, state.hparams)
+    seq = time_major(sample.items)
+    flat, unravel = ravel_pytree(state.params)
+
+    def loss_fn(flat, _):
+        params = unravel(flat)
+        return sequence_loss(learner.net, hp, params, state.target_params, seq, sample.weights)
+
+    flat, opt_state, metrics, priorities = flat_grad_step(
+        loss_fn, StepRule(learner.optimizer, hp, learner.axis_name), flat, state.opt_state
+    )
+    params, steps = unravel(flat), state.steps + 1
+    target_params = move_target(hp, params, state.target_params, steps)
+    return DQNState(params, target_params, opt_state, steps, state.hparams), metrics, priorities
+
+
 def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
     if not ctx.spec.discrete:
         raise ConfigError("agent.name=r2d2 needs a discrete action space")
@@ -207,20 +254,11 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
     optimizer = make_optimizer(
         "adam", config.anneal_lr, max(1, ctx.num_updates * config.updates_per_tick), config.adam_eps
     )
+    learner = R2D2Learner(net, config, optimizer, ctx.axis_name)
     action_dtype = ctx.spec.action_dtype
 
     def init_carry(batch: int):
         return initial_carry(memory, batch)
-
-    def init(key):
-        params = net.init(key, init_carry(1), obs_zeros(ctx.spec))
-        return DQNState(
-            params,
-            params,
-            optimizer.init(ravel_pytree(params)[0]),
-            jnp.int32(0),
-            initial_hparams(config),
-        )
 
     def core(params, carry, obs, episode_start):
         carry = reset_carry(carry, episode_start)
@@ -238,26 +276,6 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
         carry, q = core(params, carry, obs, episode_start)
         return carry, jnp.argmax(q, axis=-1).astype(action_dtype)
 
-    def learn(state: DQNState, sample, key):
-        del key  # the sample carries all randomness
-        hp = bind(config, state.hparams)
-        seq = time_major(sample.items)
-        flat, unravel = ravel_pytree(state.params)
-
-        def loss_fn(flat, _):
-            return sequence_loss(net, hp, unravel(flat), state.target_params, seq, sample.weights)
-
-        flat, opt_state, metrics, priorities = flat_grad_step(
-            loss_fn, StepRule(optimizer, hp, ctx.axis_name), flat, state.opt_state
-        )
-        params, steps = unravel(flat), state.steps + 1
-        target_params = move_target(hp, params, state.target_params, steps)
-        return (
-            DQNState(params, target_params, opt_state, steps, state.hparams),
-            metrics,
-            priorities,
-        )
-
     use = ReplayUse(
         config.n_step,
         config.gamma,
@@ -266,9 +284,9 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
         config.sequence_overlap,
     )
     return Agent(
-        init=init,
+        init=functools.partial(r2d2_init, learner, ctx.spec),
         act=act,
-        learn=learn,
+        learn=functools.partial(r2d2_learn, learner),
         data="replay",
         replay=use,
         greedy=greedy,

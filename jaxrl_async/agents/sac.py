@@ -27,6 +27,8 @@ the same learning rate (unless max_grad_norm clips the joint norm).
 from __future__ import annotations
 
 import dataclasses
+import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -36,9 +38,16 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_async import distributions as D
-from jaxrl_async.agents.common import StepRule, flat_grad_step, initial_hparams, make_optimizer
+from jaxrl_async.agents.common import (
+    Optimizer,
+    StepRule,
+    flat_grad_step,
+    initial_hparams,
+    make_optimizer,
+)
 from jaxrl_async.agents.configs import SACConfig, bind
 from jaxrl_async.agents.continuous import (
+    ActionBox,
     action_box,
     critic_td_loss,
     make_critics,
@@ -49,7 +58,7 @@ from jaxrl_async.agents.continuous import (
     twin_min_target,
 )
 from jaxrl_async.envs.spec import obs_zeros
-from jaxrl_async.networks import SquashedGaussianPolicy
+from jaxrl_async.networks import QEnsemble, SquashedGaussianPolicy
 from jaxrl_async.types import Agent, BuildContext, Params, ReplayUse
 
 
@@ -64,88 +73,105 @@ class SACState(struct.PyTreeNode):
     hparams: dict  # the SWEEPABLE fields as traced scalars (common.initial_hparams)
 
 
+class SACParts(NamedTuple):
+    """What SAC's functions hold fixed: the networks, the env's action box, the optimizer,
+    the config (its target_entropy resolved) and the device axis (None: one device)."""
+
+    actor: SquashedGaussianPolicy
+    critic: QEnsemble
+    box: ActionBox
+    optimizer: Optimizer
+    config: SACConfig
+    axis_name: str | None
+
+
 def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
-    spec = ctx.spec
-    box = action_box(spec, "sac")
-    action_dim = box.dim
+    box = action_box(ctx.spec, "sac")
     if config.target_entropy is None:  # resolved here, so that the state holds a number
-        config = dataclasses.replace(config, target_entropy=-float(action_dim))
-    actor = SquashedGaussianPolicy(action_dim, config.torso_spec())
-    critic = make_critics(config)
-    optimizer = make_optimizer("adam", False, 1, config.adam_eps, clip=config.max_grad_norm > 0)
-
-    def trainable(state):
-        return {"actor": state.params, "critic": state.critic, "log_alpha": state.log_alpha}
-
-    def init(key):
-        actor_key, critic_key = jax.random.split(key)
-        obs = obs_zeros(spec)
-        critic_params = critic.init(critic_key, obs, jnp.zeros((1, action_dim), jnp.float32))
-        state = SACState(
-            params=actor.init(actor_key, obs),
-            critic=critic_params,
-            target_critic=critic_params,
-            log_alpha=jnp.float32(np.log(config.init_alpha)),
-            opt_state=None,
-            hparams=initial_hparams(config),
-        )
-        return state.replace(opt_state=optimizer.init(ravel_pytree(trainable(state))[0]))
-
-    def act(params, obs, keys, clock=None):
-        mean, log_std = actor.apply(params, obs)
-        return box.to_env(jnp.tanh(D.gaussian_sample(keys, mean, log_std))), {}
-
-    def greedy(params, obs):
-        """The squashed mean (the deterministic policy SAC is usually evaluated with)."""
-        return box.to_env(jnp.tanh(actor.apply(params, obs)[0]))
-
-    def learn(state: SACState, sample, key):
-        """sample: replay Sample of [b] NStepTransition items (this device's slice)."""
-        hp = bind(config, state.hparams)
-        b = sample.weights.shape[0]
-        # Per-sample noise from the sample's global position (`sample_keys`). Rows b.. are
-        # the next observations'.
-        obs_key, next_key = jax.random.split(key)
-        batch = {
-            **replay_batch(sample, box),
-            "noise": standard_normal_rows(
-                jnp.concatenate(
-                    [
-                        sample_keys(obs_key, b, ctx.axis_name),
-                        sample_keys(next_key, b, ctx.axis_name),
-                    ]
-                ),
-                action_dim,
-            ),
-        }
-        flat, unravel = ravel_pytree(trainable(state))
-        flat, opt_state, metrics, priorities = flat_grad_step(
-            lambda f, mb: sac_loss(unravel(f), state.target_critic, mb, actor, critic, hp),
-            StepRule(optimizer, hp, ctx.axis_name),
-            flat,
-            state.opt_state,
-            batch,
-        )
-        p = unravel(flat)
-        target_critic = optax.incremental_update(p["critic"], state.target_critic, hp.tau)
-        state = SACState(
-            params=p["actor"],
-            critic=p["critic"],
-            target_critic=target_critic,
-            log_alpha=p["log_alpha"],
-            opt_state=opt_state,
-            hparams=state.hparams,
-        )
-        return state, metrics, priorities
-
+        config = dataclasses.replace(config, target_entropy=-float(box.dim))
+    sac = SACParts(
+        SquashedGaussianPolicy(box.dim, config.torso_spec()),
+        make_critics(config),
+        box,
+        make_optimizer("adam", False, 1, config.adam_eps, clip=config.max_grad_norm > 0),
+        config,
+        ctx.axis_name,
+    )
     return Agent(
-        init=init,
-        act=act,
-        learn=learn,
+        init=functools.partial(sac_init, sac, ctx.spec),
+        act=functools.partial(sac_act, sac),
+        learn=functools.partial(sac_learn, sac),
         data="replay",
         replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
-        greedy=greedy,
+        greedy=functools.partial(sac_greedy, sac),
     )
+
+
+def trainable(state: SACState) -> dict:
+    """What the one optimizer moves: the actor, the twin critics and log α."""
+    return {"actor": state.params, "critic": state.critic, "log_alpha": state.log_alpha}
+
+
+def sac_init(sac: SACParts, spec, key) -> SACState:
+    actor_key, critic_key = jax.random.split(key)
+    obs = obs_zeros(spec)
+    critic_params = sac.critic.init(critic_key, obs, jnp.zeros((1, sac.box.dim), jnp.float32))
+    state = SACState(
+        params=sac.actor.init(actor_key, obs),
+        critic=critic_params,
+        target_critic=critic_params,
+        log_alpha=jnp.float32(np.log(sac.config.init_alpha)),
+        opt_state=None,
+        hparams=initial_hparams(sac.config),
+    )
+    return state.replace(opt_state=sac.optimizer.init(ravel_pytree(trainable(state))[0]))
+
+
+def sac_act(sac: SACParts, params, obs, keys, clock=None):
+    mean, log_std = sac.actor.apply(params, obs)
+    return sac.box.to_env(jnp.tanh(D.gaussian_sample(keys, mean, log_std))), {}
+
+
+def sac_greedy(sac: SACParts, params, obs):
+    """The squashed mean (the deterministic policy SAC is usually evaluated with)."""
+    return sac.box.to_env(jnp.tanh(sac.actor.apply(params, obs)[0]))
+
+
+def policy_noise(obs_key, next_key, b: int, action_dim: int, axis_name: str | None):
+    """Standard normal draws [2b, A], per sample from its global position (`sample_keys`):
+    rows :b for the observations (`obs_key`), rows b: for the next ones (`next_key`)."""
+    keys = jnp.concatenate(
+        [sample_keys(obs_key, b, axis_name), sample_keys(next_key, b, axis_name)]
+    )
+    return standard_normal_rows(keys, action_dim)
+
+
+def sac_learn(sac: SACParts, state: SACState, sample, key):
+    """sample: replay Sample of [b] NStepTransition items (this device's slice)."""
+    hp = bind(sac.config, state.hparams)
+    obs_key, next_key = jax.random.split(key)
+    batch = replay_batch(sample, sac.box)
+    b = sample.weights.shape[0]
+    batch["noise"] = policy_noise(obs_key, next_key, b, sac.box.dim, sac.axis_name)
+    flat, unravel = ravel_pytree(trainable(state))
+    flat, opt_state, metrics, priorities = flat_grad_step(
+        lambda f, mb: sac_loss(unravel(f), state.target_critic, mb, sac.actor, sac.critic, hp),
+        StepRule(sac.optimizer, hp, sac.axis_name),
+        flat,
+        state.opt_state,
+        batch,
+    )
+    p = unravel(flat)
+    target_critic = optax.incremental_update(p["critic"], state.target_critic, hp.tau)
+    state = SACState(
+        params=p["actor"],
+        critic=p["critic"],
+        target_critic=target_critic,
+        log_alpha=p["log_alpha"],
+        opt_state=opt_state,
+        hparams=state.hparams,
+    )
+    return state, metrics, priorities
 
 
 def squashed_sample(noise, mean, log_std):

@@ -33,6 +33,7 @@ selects, with the same result.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, cast
 
 import jax
@@ -41,7 +42,13 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async.agents.common import StepRule, flat_grad_step, initial_hparams, make_optimizer
+from jaxrl_async.agents.common import (
+    Optimizer,
+    StepRule,
+    flat_grad_step,
+    initial_hparams,
+    make_optimizer,
+)
 from jaxrl_async.agents.configs import TD3Config, bind
 from jaxrl_async.agents.continuous import (
     ActionBox,
@@ -144,6 +151,36 @@ def delayed_update(nets: TD3Nets, rule: StepRule, state: TD3State, obs) -> TD3St
     )
 
 
+def td3_init(nets: TD3Nets, optimizer: Optimizer, config: TD3Config, spec, key) -> TD3State:
+    actor_key, critic_key = jax.random.split(key)
+    obs = obs_zeros(spec)
+    params = nets.actor.init(actor_key, obs)
+    critic_params = nets.critic.init(critic_key, obs, jnp.zeros((1, nets.box.dim), jnp.float32))
+    return TD3State(
+        params=params,
+        target_params=params,
+        critic=critic_params,
+        target_critic=critic_params,
+        actor_opt_state=optimizer.init(ravel_pytree(params)[0]),
+        critic_opt_state=optimizer.init(ravel_pytree(critic_params)[0]),
+        steps=jnp.int32(0),
+        actor_metrics={"actor_loss": jnp.float32(0.0), "actor_grad_norm": jnp.float32(0.0)},
+        hparams=initial_hparams(config),
+    )
+
+
+def td3_act(nets: TD3Nets, exploration_noise: float, params, obs, keys, clock=None):
+    """clip(μ(x) + σ ε, -1, 1) on the env's bounds, σ = `exploration_noise`."""
+    noise = jax.vmap(lambda k: jax.random.normal(k, (nets.box.dim,), jnp.float32))(keys)
+    action = cast(jax.Array, nets.actor.apply(params, obs)) + exploration_noise * noise
+    return nets.box.to_env(jnp.clip(action, -1.0, 1.0)), {}
+
+
+def td3_greedy(nets: TD3Nets, params, obs):
+    """The noiseless action μ(x)."""
+    return nets.box.to_env(nets.actor.apply(params, obs))
+
+
 def make_td3(config: TD3Config, ctx: BuildContext) -> Agent:
     box = action_box(ctx.spec, "td3")
     nets = TD3Nets(
@@ -153,32 +190,6 @@ def make_td3(config: TD3Config, ctx: BuildContext) -> Agent:
         box,
     )
     optimizer = make_optimizer("adam", False, 1, config.adam_eps, clip=config.max_grad_norm > 0)
-
-    def init(key):
-        actor_key, critic_key = jax.random.split(key)
-        obs = obs_zeros(ctx.spec)
-        params = nets.actor.init(actor_key, obs)
-        critic_params = nets.critic.init(critic_key, obs, jnp.zeros((1, box.dim), jnp.float32))
-        return TD3State(
-            params=params,
-            target_params=params,
-            critic=critic_params,
-            target_critic=critic_params,
-            actor_opt_state=optimizer.init(ravel_pytree(params)[0]),
-            critic_opt_state=optimizer.init(ravel_pytree(critic_params)[0]),
-            steps=jnp.int32(0),
-            actor_metrics={"actor_loss": jnp.float32(0.0), "actor_grad_norm": jnp.float32(0.0)},
-            hparams=initial_hparams(config),
-        )
-
-    def act(params, obs, keys, clock=None):
-        noise = jax.vmap(lambda k: jax.random.normal(k, (box.dim,), jnp.float32))(keys)
-        action = cast(jax.Array, nets.actor.apply(params, obs)) + config.exploration_noise * noise
-        return box.to_env(jnp.clip(action, -1.0, 1.0)), {}
-
-    def greedy(params, obs):
-        """The noiseless action μ(x)."""
-        return box.to_env(nets.actor.apply(params, obs))
 
     def learn(state: TD3State, sample, key):
         """sample: replay Sample of [b] NStepTransition items (this device's slice); `key`
@@ -199,10 +210,10 @@ def make_td3(config: TD3Config, ctx: BuildContext) -> Agent:
         return state, {**metrics, **state.actor_metrics}, priorities
 
     return Agent(
-        init=init,
-        act=act,
+        init=functools.partial(td3_init, nets, optimizer, config, ctx.spec),
+        act=functools.partial(td3_act, nets, config.exploration_noise),
         learn=learn,
         data="replay",
         replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
-        greedy=greedy,
+        greedy=functools.partial(td3_greedy, nets),
     )
