@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -101,6 +103,18 @@ def _eval_policy(agent: Agent, mode: str, index):
     return policy
 
 
+class EvalParts(NamedTuple):
+    """What an evaluator holds fixed."""
+
+    agent: Agent
+    vec_env: VecEnv
+    env_params: Any
+    normalizer: NormalizeObservation | None  # None: observations are not normalised
+    policy: Callable  # `_eval_policy`'s
+    env_index: jax.Array  # int [N]: the envs
+    limit: int  # the most steps an episode runs
+
+
 def make_evaluator(agent: Agent, env, env_params, config: EvalConfig, normalize_obs: bool = False):
     """evaluate(params, key, env_steps, obs_stats=None) -> (returns [N], lengths [N]).
 
@@ -124,58 +138,83 @@ def make_evaluator(agent: Agent, env, env_params, config: EvalConfig, normalize_
         raise ValueError("this agent has no greedy action; evaluate with mode='sample'")
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
-    limit = episode_limit(env_params, config.max_steps)
     vec_env = VecEnv(env)
-    normalizer = NormalizeObservation(vec_env) if normalize_obs else None
     index = jnp.arange(num_episodes)
-    policy = _eval_policy(agent, mode, index)
+    parts = EvalParts(
+        agent,
+        vec_env,
+        env_params,
+        NormalizeObservation(vec_env) if normalize_obs else None,
+        _eval_policy(agent, mode, index),
+        index,
+        episode_limit(env_params, config.max_steps),
+    )
+    return functools.partial(run_evaluation, parts)
 
-    def evaluate(params, key, env_steps, obs_stats: NormState | None = None):
-        if normalizer is not None and obs_stats is None:
-            raise ValueError("normalize_obs needs the training run's obs_stats")
-        reset_key, step_key, act_key = jax.random.split(key, 3)
-        env_steps = jnp.asarray(env_steps, jnp.int32)
-        obs, env_state = vec_env.reset(_per_env(reset_key, index), env_params)
 
-        def step(loop: EvalLoop) -> EvalLoop:
-            seen = (
-                loop.obs
-                if normalizer is None or obs_stats is None  # not both: checked on entry
-                else normalizer.normalize(obs_stats, loop.obs.astype(jnp.float32))
-            )
-            carry, action = policy(
-                params, loop.memory, seen, jax.random.fold_in(act_key, loop.t), env_steps
-            )
-            obs, env_state, reward, terminated, truncated, _ = vec_env.step(
-                _per_env(jax.random.fold_in(step_key, loop.t), index),
-                loop.env_state,
-                action,
-                env_params,
-            )
-            ended = terminated | truncated
-            return EvalLoop(
-                loop.t + 1,
-                env_state,
-                obs,
-                None if loop.memory is None else Memory(carry, ended),
-                loop.alive & ~ended,
-                loop.returns + jnp.where(loop.alive, reward.astype(jnp.float32), 0.0),
-                loop.lengths + loop.alive.astype(jnp.int32),
-            )
+class EvalCall(NamedTuple):
+    """What one evaluation holds fixed over its steps."""
 
-        loop = EvalLoop(
-            jnp.int32(0),
-            env_state,
-            obs,
-            agent.initial_memory(num_episodes),
-            jnp.ones(num_episodes, bool),
-            jnp.zeros(num_episodes, jnp.float32),
-            jnp.zeros(num_episodes, jnp.int32),
-        )
-        loop = jax.lax.while_loop(lambda loop: (loop.t < limit) & jnp.any(loop.alive), step, loop)
-        return loop.returns, loop.lengths
+    params: Any
+    act_key: jax.Array
+    step_key: jax.Array
+    env_steps: jax.Array  # int32 [], for the actor's clock
+    obs_stats: NormState | None  # the training run's, frozen (None: not normalised)
 
-    return evaluate
+
+def run_evaluation(
+    parts: EvalParts, params, key, env_steps, obs_stats: NormState | None = None
+) -> tuple[jax.Array, jax.Array]:
+    """`make_evaluator`'s evaluate: (returns [N], lengths [N]) of the first episodes."""
+    if parts.normalizer is not None and obs_stats is None:
+        raise ValueError("normalize_obs needs the training run's obs_stats")
+    num_episodes = parts.env_index.shape[0]
+    reset_key, step_key, act_key = jax.random.split(key, 3)
+    call = EvalCall(params, act_key, step_key, jnp.asarray(env_steps, jnp.int32), obs_stats)
+    obs, env_state = parts.vec_env.reset(_per_env(reset_key, parts.env_index), parts.env_params)
+    loop = EvalLoop(
+        jnp.int32(0),
+        env_state,
+        obs,
+        parts.agent.initial_memory(num_episodes),
+        jnp.ones(num_episodes, bool),
+        jnp.zeros(num_episodes, jnp.float32),
+        jnp.zeros(num_episodes, jnp.int32),
+    )
+    loop = jax.lax.while_loop(
+        lambda loop: (loop.t < parts.limit) & jnp.any(loop.alive),
+        functools.partial(eval_step, parts, call),
+        loop,
+    )
+    return loop.returns, loop.lengths
+
+
+def eval_step(parts: EvalParts, call: EvalCall, loop: EvalLoop) -> EvalLoop:
+    """One step of every env, as the while loop's body."""
+    seen = (
+        loop.obs
+        if parts.normalizer is None or call.obs_stats is None  # not both: checked on entry
+        else parts.normalizer.normalize(call.obs_stats, loop.obs.astype(jnp.float32))
+    )
+    carry, action = parts.policy(
+        call.params, loop.memory, seen, jax.random.fold_in(call.act_key, loop.t), call.env_steps
+    )
+    obs, env_state, reward, terminated, truncated, _ = parts.vec_env.step(
+        _per_env(jax.random.fold_in(call.step_key, loop.t), parts.env_index),
+        loop.env_state,
+        action,
+        parts.env_params,
+    )
+    ended = terminated | truncated
+    return EvalLoop(
+        loop.t + 1,
+        env_state,
+        obs,
+        None if loop.memory is None else Memory(carry, ended),
+        loop.alive & ~ended,
+        loop.returns + jnp.where(loop.alive, reward.astype(jnp.float32), 0.0),
+        loop.lengths + loop.alive.astype(jnp.int32),
+    )
 
 
 def summarize(returns, lengths) -> dict:

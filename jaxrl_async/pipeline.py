@@ -164,12 +164,8 @@ def make_pipeline(
 
     Off-policy agents (`agent.data == "replay"`) need `replay`, a ReplayConfig.
     """
-    if shape.lag < 0:
-        raise ValueError(f"lag must be >= 0, got {shape.lag}")
     mesh = make_mesh(1) if mesh is None else mesh
-    if shape.num_envs % mesh.size:
-        raise ValueError(f"{shape.num_envs} envs do not split over {mesh.size} devices")
-    local_envs = shape.num_envs // mesh.size
+    local_envs = _local_envs(shape, mesh)
     use = _replay_use(agent, replay)  # None: an on-policy agent
     offpolicy = use is not None
     rollout = make_rollout(agent, env, env_params, shape, local_envs)
@@ -212,6 +208,15 @@ def make_pipeline(
             local_learn=learn,
         ),
     )
+
+
+def _local_envs(shape: PipelineShape, mesh: jax.sharding.Mesh) -> int:
+    """The envs each device of `mesh` holds; a ValueError for a shape the mesh cannot run."""
+    if shape.lag < 0:
+        raise ValueError(f"lag must be >= 0, got {shape.lag}")
+    if shape.num_envs % mesh.size:
+        raise ValueError(f"{shape.num_envs} envs do not split over {mesh.size} devices")
+    return shape.num_envs // mesh.size
 
 
 def _replay_use(agent: Agent, replay) -> ReplayUse | None:

@@ -7,6 +7,7 @@ with its global index, so results do not depend on how many devices share the ba
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -40,6 +41,17 @@ class RolloutStart(NamedTuple):
 START = RolloutStart()  # a rollout that no run's clock places (version 0, no steps before)
 
 
+class RolloutParts(NamedTuple):
+    """What every step of a rollout holds fixed."""
+
+    agent: Agent
+    env: Any  # batched (a VecEnv, possibly wrapped)
+    env_params: Any
+    num_envs: int  # the global batch
+    local_envs: int  # this device's envs
+    store_raw: bool  # the trajectory records raw observations (an off-policy agent's)
+
+
 def make_rollout(agent: Agent, env, env_params, shape: PipelineShape, local_envs: int) -> Callable:
     """rollout(params, env_state, obs, memory, key, start=START) -> (env_state,
     obs, memory, trajectory Transition [T, B, ...], episode stats), T = shape.rollout_len.
@@ -60,49 +72,12 @@ def make_rollout(agent: Agent, env, env_params, shape: PipelineShape, local_envs
     trajectory records the raw observations, which the replay stores (`offpolicy.py`
     normalises each sampled batch with the statistics current when it is drawn).
     """
-    store_raw = agent.data == "replay"
-    num_envs, length = shape.num_envs, shape.rollout_len
+    parts = RolloutParts(agent, env, env_params, shape.num_envs, local_envs, agent.data == "replay")
+    length = shape.rollout_len
 
     def rollout(params, env_state, obs, memory, key, start: RolloutStart = START):
-
-        def step(carry, xs):
-            env_state, obs, memory = carry
-            step_key, t = xs
-            keys = jax.vmap(jax.random.split)(env_keys(step_key, local_envs))
-            clock = ActorClock(start.env_steps + t * num_envs, env_index(local_envs), num_envs)
-            seen = env.observe(env_state, obs)
-            agent_carry, action, extras = agent.act_carried(
-                params,
-                None if memory is None else memory.carry,
-                seen,
-                None if memory is None else memory.episode_start,
-                keys[:, 0],
-                clock,
-            )
-            next_obs, env_state, reward, terminated, truncated, info = env.step(
-                keys[:, 1], env_state, action, env_params
-            )
-            final_obs = info["final_observation"]
-            if not store_raw:  # normalised (if at all) with this step's statistics
-                obs, final_obs = seen, env.observe(env_state, final_obs)
-            transition = Transition(
-                obs,
-                action,
-                reward,
-                terminated,
-                truncated,
-                final_obs,
-                extras,
-                jnp.full(reward.shape, start.version, jnp.int32),
-                memory,
-            )
-            if memory is not None:
-                memory = Memory(agent_carry, terminated | truncated)
-            episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
-            return (env_state, next_obs, memory), (transition, episodes)
-
         (env_state, obs, memory), (traj, (done, ret, ep_length)) = jax.lax.scan(
-            step,
+            functools.partial(rollout_step, parts, params, start),
             (env_state, obs, memory),
             (jax.random.split(key, length), jnp.arange(length)),
             unroll=shape.unroll,
@@ -115,3 +90,43 @@ def make_rollout(agent: Agent, env, env_params, shape: PipelineShape, local_envs
         return env_state, obs, memory, traj, jax.lax.psum(stats, AXIS)
 
     return rollout
+
+
+def rollout_step(parts: RolloutParts, params, start: RolloutStart, carry, xs):
+    """One step of every env, as a scan body: carry (env_state, obs, memory), xs (step
+    key, t) -> (carry, (Transition, (episode_done, episode_return, episode_length)))."""
+    agent, env, local_envs, num_envs = parts.agent, parts.env, parts.local_envs, parts.num_envs
+    env_state, obs, memory = carry
+    step_key, t = xs
+    keys = jax.vmap(jax.random.split)(env_keys(step_key, local_envs))
+    clock = ActorClock(start.env_steps + t * num_envs, env_index(local_envs), num_envs)
+    seen = env.observe(env_state, obs)
+    agent_carry, action, extras = agent.act_carried(
+        params,
+        None if memory is None else memory.carry,
+        seen,
+        None if memory is None else memory.episode_start,
+        keys[:, 0],
+        clock,
+    )
+    next_obs, env_state, reward, terminated, truncated, info = env.step(
+        keys[:, 1], env_state, action, parts.env_params
+    )
+    final_obs = info["final_observation"]
+    if not parts.store_raw:  # normalised (if at all) with this step's statistics
+        obs, final_obs = seen, env.observe(env_state, final_obs)
+    transition = Transition(
+        obs,
+        action,
+        reward,
+        terminated,
+        truncated,
+        final_obs,
+        extras,
+        jnp.full(reward.shape, start.version, jnp.int32),
+        memory,
+    )
+    if memory is not None:
+        memory = Memory(agent_carry, terminated | truncated)
+    episodes = (info["episode_done"], info["episode_return"], info["episode_length"])
+    return (env_state, next_obs, memory), (transition, episodes)
