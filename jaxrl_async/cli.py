@@ -204,15 +204,10 @@ checkpoints are documented in the project's README.md and docs/ (docs/configurat
 lists every section and key)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="jaxrl-async",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+CONFIG_HELP = "shipped config name or path to a YAML file"
 
+
+def _add_train(sub) -> None:
     p = sub.add_parser(
         "train",
         help="train a config (default ppo_cartpole)",
@@ -222,32 +217,26 @@ def build_parser() -> argparse.ArgumentParser:
         "writes RUN_DIR: config.yaml, metrics.jsonl, TensorBoard "
         "events, checkpoints and summary.json.",
     )
-    p.add_argument(
-        "config",
-        nargs="?",
-        default="ppo_cartpole",
-        help="shipped config name or path to a YAML file",
-    )
+    p.add_argument("config", nargs="?", default="ppo_cartpole", help=CONFIG_HELP)
     p.add_argument("overrides", nargs="*", metavar="section.key=value")
     p.add_argument("--run-dir", default=None, help="default: runs/<config>-<timestamp>")
     p.set_defaults(func=_train)
 
+
+def _add_sweep(sub) -> None:
     p = sub.add_parser(
         "sweep",
         help="train a grid of hyperparameters x seeds, then print the table and plot it",
         epilog=_sweep_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "config",
-        nargs="?",
-        default="ppo_cartpole",
-        help="shipped config name or path to a YAML file",
-    )
+    p.add_argument("config", nargs="?", default="ppo_cartpole", help=CONFIG_HELP)
     p.add_argument("overrides", nargs="*", metavar="section.key=value|[v1,v2,...]")
     p.add_argument("--sweep-dir", default=None, help="default: runs/<config>-sweep-<timestamp>")
     p.set_defaults(func=_sweep)
 
+
+def _add_resume(sub) -> None:
     p = sub.add_parser("resume", help="continue a run (or a sweep) from its latest checkpoint")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument(
@@ -258,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_resume)
 
+
+def _add_eval(sub) -> None:
     p = sub.add_parser("eval", help="evaluate a run's latest checkpoint (also RUN_DIR/eval.json)")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--episodes", type=int, default=None, help="default: the run's eval.episodes")
@@ -270,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="default: the run's train.seed")
     p.set_defaults(func=_eval)
 
+
+def _add_plot(sub) -> None:
     p = sub.add_parser(
         "plot",
         help="learning curves and SPS of run directories, or the "
@@ -285,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_plot)
 
+
+def _add_envs(sub) -> None:
     p = sub.add_parser("envs", help="list environment ids with their spaces, and the suites")
     p.add_argument(
         "suite",
@@ -294,9 +289,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_envs)
 
+
+def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="env+policy ceiling and PPO training SPS")
     p.add_argument("bench_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=_bench)
+
+
+SUBCOMMANDS = (_add_train, _add_sweep, _add_resume, _add_eval, _add_plot, _add_envs, _add_bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="jaxrl-async",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add in SUBCOMMANDS:  # in the order --help lists them
+        add(sub)
     return parser
 
 

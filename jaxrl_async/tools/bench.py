@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from jaxrl_async.config import Config, load_config
 from jaxrl_async.errors import UserError
@@ -71,18 +72,46 @@ def bench_overrides(name: str, user: list[str]) -> list[str]:
     return [o for o in BENCH_OVERRIDES if o.split("=", 1)[0] not in ON_POLICY_ONLY]
 
 
-def run_bench(args) -> dict:
-    """Measure every env count in this process (the XLA flags are whatever it started with)."""
+def bench_base(args) -> list[str]:
+    """The overrides every measurement shares: the bench's own, the flags', then `--set`'s
+    (which may not set what the bench sets per measurement)."""
     user = list(args.set or [])
     for item in user:
         if item.split("=", 1)[0] in BENCH_OWNED:
             raise UserError(f"--set {item}: {' and '.join(BENCH_OWNED)} are set by the bench")
-    base = [
+    return [
         *bench_overrides(args.config, user),
         f"train.compile_cache={str(args.compile_cache).lower()}",
         *([f"env.name={args.env}"] if args.env else []),
         *user,
     ]
+
+
+def measure_ceilings(config: Config, args, num_envs: int) -> dict:
+    """The row of one env count before its training run: the ceiling and, with `--env`,
+    the env alone (and, for a suite env, the suite's own API alone)."""
+    log(f"envs={num_envs}: ceiling (compile, calibrate, {args.repeats} timed calls)")
+    ceiling = measure_ceiling(config, args.seconds, args.repeats)
+    log(
+        f"envs={num_envs}: ceiling {statistics.median(ceiling['sps']):,.0f} SPS (compile "
+        f"{ceiling['compile_seconds']:.2f}s, {ceiling['rollouts_per_call']} rollouts/call)"
+    )
+    row: dict[str, Any] = {"envs": num_envs, "ceiling": ceiling}
+    if args.env:
+        row["env_only"] = measure_env_only(config, args.seconds, args.repeats)
+        log(f"envs={num_envs}: env alone {statistics.median(row['env_only']['sps']):,.0f} SPS")
+        if has_direct(args.env):
+            row["direct"] = measure_env_only(config, args.seconds, args.repeats, direct=True)
+            log(
+                f"envs={num_envs}: suite API alone "
+                f"{statistics.median(row['direct']['sps']):,.0f} SPS"
+            )
+    return row
+
+
+def run_bench(args) -> dict:
+    """Measure every env count in this process (the XLA flags are whatever it started with)."""
+    base = bench_base(args)
 
     def make_config(num_envs: int, total_steps: int) -> Config:
         return load_config(
@@ -96,26 +125,9 @@ def run_bench(args) -> dict:
     results = []
     last_train_sps = None
     for num_envs in args.envs:
-        log(f"envs={num_envs}: ceiling (compile, calibrate, {args.repeats} timed calls)")
-        ceiling = measure_ceiling(configs[num_envs], args.seconds, args.repeats)
-        log(
-            f"envs={num_envs}: ceiling {statistics.median(ceiling['sps']):,.0f} SPS (compile "
-            f"{ceiling['compile_seconds']:.2f}s, {ceiling['rollouts_per_call']} rollouts/call)"
-        )
-        row = {"envs": num_envs, "ceiling": ceiling}
-        if args.env:
-            row["env_only"] = measure_env_only(configs[num_envs], args.seconds, args.repeats)
-            log(f"envs={num_envs}: env alone {statistics.median(row['env_only']['sps']):,.0f} SPS")
-            if has_direct(args.env):
-                row["direct"] = measure_env_only(
-                    configs[num_envs], args.seconds, args.repeats, direct=True
-                )
-                log(
-                    f"envs={num_envs}: suite API alone "
-                    f"{statistics.median(row['direct']['sps']):,.0f} SPS"
-                )
+        row = measure_ceilings(configs[num_envs], args, num_envs)
         # Training reaches 0.1-0.3 of the ceiling and grows slower than it with more envs.
-        guess = 0.3 * statistics.median(ceiling["sps"])
+        guess = 0.3 * statistics.median(row["ceiling"]["sps"])
         if last_train_sps is not None:
             guess = min(guess, 1.5 * last_train_sps)
         budget = TrainBudget(args.seconds, args.repeats, args.min_updates, args.updates)
@@ -240,6 +252,13 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_sizing(p)
+    _add_subject(p)
+    return p
+
+
+def _add_sizing(p: argparse.ArgumentParser) -> None:
+    """How many measurements, and how long each runs."""
     p.add_argument(
         "--envs",
         type=_env_counts,
@@ -265,6 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="train exactly this many updates instead of sizing runs by --seconds",
     )
+
+
+def _add_subject(p: argparse.ArgumentParser) -> None:
+    """What is measured, under which settings, and where the numbers go."""
     p.add_argument(
         "--config",
         default="ppo_cartpole",
@@ -303,7 +326,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", type=Path, default=None, help="write the raw numbers here")
     p.add_argument("--label", default="", help=argparse.SUPPRESS)
-    return p
 
 
 def main(argv=None) -> int:
