@@ -111,7 +111,7 @@ COMMANDS = commands()
 def _argv(line: str) -> list[str]:
     words = shlex.split(line.removeprefix("$ "), comments=True)
     start = next(i for i, w in enumerate(words) if Path(w).name == "jaxrl-async")
-    return words[start + 1:]
+    return words[start + 1 :]
 
 
 def test_the_docs_show_commands():
@@ -120,8 +120,7 @@ def test_the_docs_show_commands():
     assert len(COMMANDS) >= 30
 
 
-@pytest.mark.parametrize("page,line,error", COMMANDS,
-                         ids=[f"{p}:{c[:60]}" for p, c, _ in COMMANDS])
+@pytest.mark.parametrize("page,line,error", COMMANDS, ids=[f"{p}:{c[:60]}" for p, c, _ in COMMANDS])
 def test_command_parses_and_its_overrides_load(page, line, error):
     from jaxrl_async.errors import UserError
 
@@ -155,8 +154,7 @@ def _check_command(page: str, line: str) -> None:
         overrides.insert(0, config)
         config = "ppo_cartpole"
     if args.command == "resume":  # `resume RUN_DIR total_steps=N`, as in cli._resume
-        overrides = [f"train.{o}" if o.split("=", 1)[0] == "total_steps" else o
-                     for o in overrides]
+        overrides = [f"train.{o}" if o.split("=", 1)[0] == "total_steps" else o for o in overrides]
     if args.command == "train" and config in available_configs():
         load_config(config, overrides)
     elif args.command == "sweep" and config in available_configs():
@@ -170,15 +168,18 @@ def _check_command(page: str, line: str) -> None:
 
 
 def _performance_script():
-    spec = importlib.util.spec_from_file_location("performance", ROOT / "scripts" / "performance.py")
+    spec = importlib.util.spec_from_file_location(
+        "performance", ROOT / "scripts" / "performance.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def test_performance_page_is_what_the_script_writes():
-    assert _performance_script().main(["--check"]) == 0, \
+    assert _performance_script().main(["--check"]) == 0, (
         "docs/performance.md is stale: run python scripts/performance.py"
+    )
 
 
 def test_performance_check_finds_a_stale_page(tmp_path):
@@ -208,8 +209,11 @@ def test_readme_is_a_short_guide_without_dates_or_commits():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 300
     assert not re.findall(r"\b20\d\d-[01]\d-[0-3]\d\b", text)
-    hashes = [w for w in re.findall(r"\b[0-9a-f]{7,40}\b", text)
-              if re.search(r"[a-f]", w) and re.search(r"\d", w)]
+    hashes = [
+        w
+        for w in re.findall(r"\b[0-9a-f]{7,40}\b", text)
+        if re.search(r"[a-f]", w) and re.search(r"\d", w)
+    ]
     assert not hashes, hashes
     for target in ("make train", "make test", "make check"):
         assert target in "\n".join(text.splitlines()[:10])
@@ -226,8 +230,11 @@ def _table_rows(text: str) -> dict[str, list[str]]:
 
 def test_readme_results_are_those_of_results_md():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    header = next(line for line in readme.splitlines()
-                  if line.startswith("| config |") and "final return" in line)
+    header = next(
+        line
+        for line in readme.splitlines()
+        if line.startswith("| config |") and "final return" in line
+    )
     columns = [c.strip() for c in header.strip().strip("|").split("|")]
     shown = _table_rows(readme.split(header, 1)[1].split("\n\n", 1)[0])
     assert len(shown) >= 5
@@ -250,8 +257,11 @@ def test_help_speaks_to_a_user_and_its_examples_work():
     parser = build_parser()
     text = parser.format_help()
     assert "actor-learner" in text and "docs/" in text and "examples:" in text
-    examples = [line.strip() for line in (parser.epilog or "").splitlines()
-                if line.strip().startswith("jaxrl-async ")]
+    examples = [
+        line.strip()
+        for line in (parser.epilog or "").splitlines()
+        if line.strip().startswith("jaxrl-async ")
+    ]
     assert len(examples) >= 3
     for line in examples:
         _check_command("jaxrl-async --help", line)

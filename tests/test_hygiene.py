@@ -11,14 +11,17 @@ CONFIG_DIR = ROOT / "jaxrl_async" / "configs"
 SCANNED = ("jaxrl_async", "configs", "tests")
 SUFFIXES = {".py", ".yaml", ".yml", ".md", ".txt", ".toml", ".cfg", ".json"}
 
-_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
-          r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
 _YEAR = r"20[1-9]\d"  # from 2010: a placeholder such as 2000-01-01 in a fixture is no record
 DATE = re.compile(
     rf"\b{_YEAR}-[01]\d-[0-3]\d\b"  # YYYY-MM-DD
     rf"|\b{_MONTH}\.? [0-3]?\d(?:st|nd|rd|th)?,? {_YEAR}\b"  # Month D, YYYY
     rf"|\b[0-3]?\d {_MONTH}\.? {_YEAR}\b"  # D Month YYYY
-    rf"|\b{_MONTH} {_YEAR}\b")  # Month YYYY
+    rf"|\b{_MONTH} {_YEAR}\b"
+)  # Month YYYY
 # A standalone lowercase hex word of 7-40 characters with both a digit and a letter: an
 # abbreviated or full git commit. Words inside identifiers, paths, 0x literals or longer
 # digests do not match.
@@ -30,19 +33,39 @@ def _scanned_files():
     for top in SCANNED:
         for path in sorted((ROOT / top).rglob("*")):
             real = path.resolve()
-            if (path.suffix in SUFFIXES and path.is_file() and "__pycache__" not in path.parts
-                    and real not in seen):
+            if (
+                path.suffix in SUFFIXES
+                and path.is_file()
+                and "__pycache__" not in path.parts
+                and real not in seen
+            ):
                 seen.add(real)
                 yield path
 
 
 def test_scanner_patterns():
     year, commit = "20" + "31", "7" + "4d4830"  # split, so this file holds no match itself
-    for text in (f"measured {year}-12-02 on", f"on Dec 2, {year}", f"on 2 December {year}",
-                 f"in December {year}", f"at {commit},", f"(commit {commit}c9d1e)"):
+    for text in (
+        f"measured {year}-12-02 on",
+        f"on Dec 2, {year}",
+        f"on 2 December {year}",
+        f"in December {year}",
+        f"at {commit},",
+        f"(commit {commit}c9d1e)",
+    ):
         assert DATE.search(text) or COMMIT.search(text), text
-    for text in ("5000000", "0x9e3779b9", "a_1b2c3d4e5", "path/ab12cd34ef", "deadbeef",
-                 "2000-01-01 00:00 UTC", "%Y-%m-%d", "1e-3", "may 2 ways", "a" * 64 + "1"):
+    for text in (
+        "5000000",
+        "0x9e3779b9",
+        "a_1b2c3d4e5",
+        "path/ab12cd34ef",
+        "deadbeef",
+        "2000-01-01 00:00 UTC",
+        "%Y-%m-%d",
+        "1e-3",
+        "may 2 ways",
+        "a" * 64 + "1",
+    ):
         assert not (DATE.search(text) or COMMIT.search(text)), text
 
 
@@ -59,7 +82,8 @@ def test_no_dates_or_commit_hashes():
 
 def _minimize_configs():
     spec = importlib.util.spec_from_file_location(
-        "minimize_configs", ROOT / "scripts" / "minimize_configs.py")
+        "minimize_configs", ROOT / "scripts" / "minimize_configs.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -69,8 +93,11 @@ def test_shipped_configs_set_no_defaults():
     """A shipped YAML lists only what differs from the dataclass defaults (agent.name and
     env.name always stay); `python scripts/minimize_configs.py` drops the rest."""
     minimize = _minimize_configs()
-    found = {path.name: keys for path in sorted(CONFIG_DIR.glob("*.yaml"))
-             if (keys := minimize.redundant_keys(path))}
+    found = {
+        path.name: keys
+        for path in sorted(CONFIG_DIR.glob("*.yaml"))
+        if (keys := minimize.redundant_keys(path))
+    }
     assert not found, f"keys set to their default (run scripts/minimize_configs.py): {found}"
 
 
@@ -80,8 +107,7 @@ def test_config_headers_are_short():
     long = {}
     for path in sorted(CONFIG_DIR.glob("*.yaml")):
         lines = path.read_text().splitlines()
-        header = next((i for i, line in enumerate(lines) if not line.startswith("#")),
-                      len(lines))
+        header = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
         if not 1 <= header <= 4:
             long[path.name] = header
     assert not long, f"config headers of 1-4 comment lines expected: {long}"

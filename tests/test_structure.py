@@ -46,21 +46,31 @@ def test_the_rules_see_the_package():
 
 
 def test_no_module_is_longer_than_the_limit():
-    long = [f"{_where(p)} ({n} lines)" for p in _modules()
-            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    long = [
+        f"{_where(p)} ({n} lines)"
+        for p in _modules()
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
     assert not long, long
 
 
 def test_no_function_is_longer_than_the_limit():
-    long = [f"{_where(p, f)} ({f.end_lineno - f.lineno + 1} lines)"
-            for p in _modules() for f in _functions(p)
-            if f.end_lineno - f.lineno + 1 > MAX_FUNCTION_LINES]
+    long = [
+        f"{_where(p, f)} ({f.end_lineno - f.lineno + 1} lines)"
+        for p in _modules()
+        for f in _functions(p)
+        if f.end_lineno - f.lineno + 1 > MAX_FUNCTION_LINES
+    ]
     assert not long, long
 
 
 def test_few_functions_take_many_parameters():
-    wide = [f"{_where(p, f)} ({_parameters(f)})" for p in _modules() for f in _functions(p)
-            if _parameters(f) >= WIDE_PARAMETERS]
+    wide = [
+        f"{_where(p, f)} ({_parameters(f)})"
+        for p in _modules()
+        for f in _functions(p)
+        if _parameters(f) >= WIDE_PARAMETERS
+    ]
     assert len(wide) <= MAX_WIDE_FUNCTIONS, wide
 
 
