@@ -11,7 +11,7 @@ behind both are in docs/performance.md.
 - One CPU device per core (at most MAX_CPU_DEVICES): as devices, the cores take parts
   of the batch, which made several small learners faster on two cores (docs/performance.md,
   "Devices and placement").
-  `config.choose_devices` picks how many a run uses; `pipeline.devices=1` keeps one.
+  `layout.choose_devices` picks how many a run uses; `pipeline.devices=1` keeps one.
   Only the CPU platform's device count changes; on a GPU host the GPUs are the devices.
 """
 

@@ -47,14 +47,14 @@ class PipelineConfig:
     # Skip learner updates on data produced more than this many updates ago; -1: never.
     max_staleness: int = -1
     # Devices the env batch and the learner's batch are split over. 0: chosen per run
-    # (`choose_devices`): all of them where splitting pays, else one. With several
+    # (`layout.choose_devices`): all of them where splitting pays, else one. With several
     # processes (`distributed`) the mesh spans every device of every process.
     devices: int = 0
     # "fused": actor and learner share every device, one program per host call.
     # "split": the first `actor_devices` devices act, the rest learn, and the host
     # dispatches both halves of each tick at once (needs lag >= 1 and 2+ devices).
     # "auto": split over one actor and one learner CPU device where that pays
-    # (`choose_placement`), else fused.
+    # (`layout.choose_placement`), else fused.
     placement: str = "auto"
     actor_devices: int = 1
     # lax.scan unroll of the rollout: fewer loop iterations on CPU, longer compile.
