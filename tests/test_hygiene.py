@@ -15,7 +15,7 @@ _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
     r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
 )
-_YEAR = r"20[1-9]\d"  # from 2010: a placeholder such as 2000-01-01 in a fixture is no record
+_YEAR = r"(?:19|20)\d\d"  # any year: a fixture builds its dates instead of writing them
 DATE = re.compile(
     rf"\b{_YEAR}-[01]\d-[0-3]\d\b"  # YYYY-MM-DD
     rf"|\b{_MONTH}\.? [0-3]?\d(?:st|nd|rd|th)?,? {_YEAR}\b"  # Month D, YYYY
@@ -60,7 +60,6 @@ def test_scanner_patterns():
         "a_1b2c3d4e5",
         "path/ab12cd34ef",
         "deadbeef",
-        "2000-01-01 00:00 UTC",
         "%Y-%m-%d",
         "1e-3",
         "may 2 ways",

@@ -3,12 +3,16 @@
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 import jaxrl_async
 from jaxrl_async.config import available_configs
+
+# A row's date as results.py writes it, fixed (the Unix epoch) so the test is the same any day.
+EPOCH = datetime.fromtimestamp(0, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,7 +55,7 @@ def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
         "compile_seconds": [1.0],
         "wall_seconds": [2.0],
         "png": "results_zz.png",
-        "date": "2000-01-01 00:00 UTC",
+        "date": EPOCH,
         "command": "python scripts/results.py",
         "machine": "M (1 cores)",
         "versions": {"jax": "0"},
