@@ -6,15 +6,9 @@ import pytest
 
 import jaxrl_async
 from jaxrl_async.pipeline import DETERMINISTIC_OPTIONS
+from tests.helpers.configs import PPO_SMALL
 
-SMALL = [
-    "env.num_envs=4",
-    "pipeline.rollout_len=32",
-    "agent.hidden_sizes=[16,16]",
-    "train.total_steps=4096",
-    "train.log_every=1024",
-    "train.progress=false",
-]
+SMALL = PPO_SMALL
 
 
 def _bits(tree):

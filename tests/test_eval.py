@@ -20,6 +20,7 @@ from jaxrl_async.evaluate import evaluate_run, make_evaluator, obs_stats
 from jaxrl_async.networks import CategoricalPolicy, TorsoSpec
 from jaxrl_async.types import Agent, BuildContext
 from tests.helpers.cli import run_cli_in_process
+from tests.helpers.configs import PPO_SMALL
 from tests.helpers.probe_envs import MatchContext, WalkEnv
 
 DISCRETE = EnvSpec((3,), np.dtype(np.float32), True, 3, (), np.dtype(np.int32))
@@ -182,14 +183,7 @@ def test_eval_config_is_validated():
             jaxrl_async.load_config("ppo_cartpole", [override])
 
 
-SMALL = [
-    "env.num_envs=4",
-    "pipeline.rollout_len=32",
-    "agent.hidden_sizes=[16,16]",
-    "train.total_steps=4096",
-    "train.log_every=1024",
-    "train.progress=false",
-]
+SMALL = PPO_SMALL
 EVAL = ["eval.every=1500", "eval.episodes=4"]
 EVAL_KEYS = ("eval_return_mean", "eval_return_std", "eval_episodes", "eval_length_mean")
 

@@ -13,16 +13,9 @@ from jax.flatten_util import ravel_pytree
 
 import jaxrl_async
 from jaxrl_async.pipeline import seed_keys
+from tests.helpers.configs import PPO_SMALL
 
-TINY = [
-    "env.num_envs=4",
-    "pipeline.rollout_len=32",
-    "agent.hidden_sizes=[16,16]",
-    "train.total_steps=4096",
-    "train.log_every=1024",
-    "train.progress=false",
-    "train.seed=5",
-]
+TINY = [*PPO_SMALL, "train.seed=5"]
 
 
 def test_seed_keys_equal_the_single_seed_keys():
