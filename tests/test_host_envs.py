@@ -48,6 +48,7 @@ def reference(env_id, kwargs, seed, actions, mode, start_action=0):
                         valid=False,
                         episode_return=0.0,
                         episode_length=0,
+                        episode_done=False,
                     )
                 )
                 continue
@@ -67,6 +68,7 @@ def reference(env_id, kwargs, seed, actions, mode, start_action=0):
                     valid=True,
                     episode_return=totals[i][0] if done else 0.0,
                     episode_length=totals[i][1] if done else 0,
+                    episode_done=done,
                 )
             )
             if done:

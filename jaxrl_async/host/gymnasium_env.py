@@ -20,6 +20,9 @@ Both of Gymnasium's autoreset modes give the same `HostStep`s:
 The mode is read from the vector env's `metadata["autoreset_mode"]`. Sync and async
 vector envs take the mode asked for (same-step unless told otherwise: no step is lost to
 a reset); a vector entry point (CartPole's, for one) keeps its own.
+
+An `ALE/` id (`gymnasium:ALE/Breakout-v5`) is Atari through ale-py, preprocessed as DQN
+and PPO train on it; its kwargs are in `atari.py`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,15 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from jaxrl_async.errors import ConfigError, EnvSpecError, building_env, first_line
+from jaxrl_async.host.atari import (
+    AtariLayer,
+    AtariOptions,
+    channels_last,
+    is_atari,
+    register_ale,
+    take_options,
+    vec_arguments,
+)
 from jaxrl_async.host.episodes import episodes_init, episodes_update
 from jaxrl_async.host.host_env import HostStep
 from jaxrl_async.host.spaces import HostSpaces, map_spaces
@@ -102,7 +114,7 @@ def make_gymnasium(
     """`num_envs` copies of the env `name` (`gymnasium:[<module>:]<id>`) with `kwargs`.
 
     vectorization_mode: make_vec's ("sync", "async", "vector_entry_point"); None takes the
-        id's vector entry point where it has one, else sync.
+        id's vector entry point where it has one (but for an `ALE/` id), else sync.
     autoreset_mode: for sync and async (same-step when None); a vector entry point must
         already reset that way.
 
@@ -118,26 +130,44 @@ def make_gymnasium(
     module, env_id = parse_name(name)
     if module is not None:
         _import_module(name, module)
+    if is_atari(env_id):
+        register_ale(name)
     gym_spec = _find_id(name, module, env_id)
     reserved = sorted(_RESERVED & set(kwargs))
     if reserved:
         raise ConfigError(f"env.kwargs {reserved} of {name} are make_vec's own arguments")
     wanted = None if autoreset_mode is None else autoreset_mode_of(autoreset_mode)
-    chosen = vectorization_mode or ("vector_entry_point" if gym_spec.vector_entry_point else "sync")
-    vector_kwargs = {}
-    if chosen != "vector_entry_point":
-        vector_kwargs["autoreset_mode"] = wanted or AutoresetMode.SAME_STEP
+    options = take_options(name, kwargs) if is_atari(env_id) else None
+    # ALE's vector entry point is opt-in: its preprocessing is its own.
+    own_vector = gym_spec.vector_entry_point and not is_atari(env_id)
+    chosen = vectorization_mode or ("vector_entry_point" if own_vector else "sync")
+    if options is not None:
+        arguments = vec_arguments(name, options, chosen, wanted, kwargs)
+    else:
+        vector_kwargs = {}
+        if chosen != "vector_entry_point":
+            vector_kwargs["autoreset_mode"] = wanted or AutoresetMode.SAME_STEP
+        arguments = {"vectorization_mode": chosen, "vector_kwargs": vector_kwargs, **kwargs}
     with building_env(repr(name), kwargs):
-        env = gymnasium.make_vec(
-            env_id, num_envs, vectorization_mode=chosen, vector_kwargs=vector_kwargs, **kwargs
-        )
+        env = gymnasium.make_vec(env_id, num_envs, **arguments)
+    return _adapt(name, env, wanted, options)
+
+
+def _adapt(
+    name: str, env: VectorEnv, wanted: AutoresetMode | None, options: AtariOptions | None
+) -> GymnasiumVecEnv:
+    """The adapter over a built vector env (closed again where its spaces or mode fail)."""
     try:
         mode = _mode_of(name, env, wanted)
-        host_spaces = map_spaces(name, env.single_observation_space, env.single_action_space)
+        obs_space = env.single_observation_space
+        if options is not None:
+            obs_space = channels_last(name, obs_space)
+        host_spaces = map_spaces(name, obs_space, env.single_action_space)
     except Exception:
         env.close()
         raise
-    return GymnasiumVecEnv(name, env, host_spaces, mode)
+    layer = None if options is None else AtariLayer(env.num_envs, options)
+    return GymnasiumVecEnv(name, env, host_spaces, mode, layer)
 
 
 def _mode_of(name: str, env: VectorEnv, wanted: AutoresetMode | None) -> AutoresetMode:
@@ -164,10 +194,11 @@ def _env_entry(batch, i: int):
     return {k: v[i] for k, v in batch.items()} if isinstance(batch, dict) else batch[i]
 
 
-def _with_final(raw_obs, info: dict) -> Any:
+def _with_final(raw_obs, info: dict, done: np.ndarray) -> Any:
     """The observation batch before any reset: `raw_obs` with `info["final_obs"]` put in
-    where `info["_final_obs"]` (same-step autoreset)."""
-    mask = info.get("_final_obs")
+    where `info["_final_obs"]` (same-step autoreset), or where `done` when the env gives
+    the batch without that mask (ale-py's AtariVectorEnv)."""
+    mask = info.get("_final_obs", done if "final_obs" in info else None)
     if mask is None or not np.any(mask):
         return raw_obs
     finals = info["final_obs"]
@@ -187,8 +218,16 @@ class GymnasiumVecEnv:
     """A Gymnasium vector env as a `HostEnv`: observations and actions as `spec` says,
     every step a `HostStep` with exact episode semantics in either autoreset mode."""
 
-    def __init__(self, name: str, env: VectorEnv, spaces: HostSpaces, mode: AutoresetMode):
+    def __init__(
+        self,
+        name: str,
+        env: VectorEnv,
+        spaces: HostSpaces,
+        mode: AutoresetMode,
+        atari: AtariLayer | None = None,
+    ):
         self.name, self.env, self.autoreset_mode = name, env, mode
+        self.atari = atari
         self.num_envs: int = env.num_envs
         self.spec = spaces.spec
         self._spaces = spaces
@@ -199,9 +238,16 @@ class GymnasiumVecEnv:
     def reset(self, seed: int) -> Any:
         """Reset every env, env i from `seed` + i (Gymnasium's rule for sync and async;
         a vector entry point seeds itself from `seed`): the same seed, the same episodes."""
-        raw_obs, _ = self.env.reset(seed=seed)
+        raw_obs, info = self.env.reset(seed=seed)
         self._totals = episodes_init(self.num_envs)
         self._resetting = np.zeros(self.num_envs, bool)
+        if self.atari is not None:
+            self.atari.reset(info)
+        return self._observe(raw_obs)
+
+    def _observe(self, raw_obs) -> Any:
+        if self.atari is not None:
+            raw_obs = self.atari.observe(raw_obs)
         return self._spaces.observe(raw_obs)
 
     def step(self, actions: np.ndarray) -> HostStep:
@@ -210,30 +256,33 @@ class GymnasiumVecEnv:
         if actions.shape != expected:
             raise ValueError(f"env {self.name}: actions of shape {actions.shape}, need {expected}")
         raw_obs, reward, terminated, truncated, info = self.env.step(self._spaces.act(actions))
-        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
-            valid, raw_final = ~self._resetting, raw_obs
-        else:
-            valid, raw_final = np.ones(self.num_envs, bool), _with_final(raw_obs, info)
+        next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
+        valid = ~self._resetting if next_step else np.ones(self.num_envs, bool)
         terminated = np.asarray(terminated, bool) & valid
         truncated = np.asarray(truncated, bool) & valid
         done = terminated | truncated
+        raw_final = raw_obs if next_step else _with_final(raw_obs, info, done)
         self._resetting = done
-        # The env's own reward, summed in float64: a raw score, before any cast.
+        # The env's own reward, summed in float64: a raw score, before any cast or clip.
         raw_reward = np.where(valid, np.asarray(reward, np.float64), 0.0)
         self._totals, ended_return, ended_length = episodes_update(
             self._totals, raw_reward, done, valid
         )
-        obs = self._spaces.observe(raw_obs)
-        final_obs = obs if raw_final is raw_obs else self._spaces.observe(raw_final)
+        reward = raw_reward
+        if self.atari is not None:  # clipped rewards, a life lost as a termination
+            reward, terminated = self.atari.step(raw_reward, terminated, done, valid, info)
+        obs = self._observe(raw_obs)
+        final_obs = obs if raw_final is raw_obs else self._observe(raw_final)
         return HostStep(
             obs=obs,
-            reward=raw_reward.astype(np.float32),
+            reward=reward.astype(np.float32),
             terminated=terminated,
             truncated=truncated,
             final_obs=final_obs,
             valid=valid,
             episode_return=ended_return,
             episode_length=ended_length,
+            episode_done=done,
         )
 
     def close(self) -> None:

@@ -1,8 +1,8 @@
 """What an actor sees of a host env (one stepped on the host in numpy, not inside the
 training program): `HostEnv`, the adapter's interface, and `HostStep`, one step of it.
 
-Every adapter (`gymnasium_env.py`; ale-py and EnvPool later) returns the same `HostStep`,
-with the episode semantics of the JAX suites whatever its autoreset mode: a step is a
+Every adapter (`gymnasium_env.py`, Atari's in `atari.py`; EnvPool later) returns the same
+`HostStep`, with the episode semantics of the JAX suites whatever its autoreset mode: a step is a
 transition where `valid`; `terminated` stops bootstrapping, `truncated` bootstraps from
 `final_obs`; returns and lengths are the env's own, undiscounted.
 """
@@ -29,6 +29,9 @@ class HostStep(NamedTuple):
     episode_return: float64, the undiscounted sum of the env's rewards over the episode
         that ended at this step (a raw score); 0 where none ended.
     episode_length: int64, that episode's valid steps; 0 where none ended.
+    episode_done: bool, where the episode reported in `episode_return` ended: where
+        `terminated` or `truncated`, except that under Atari's episodic lives a life lost
+        terminates the agent's episode but not the game, which is the episode reported.
     """
 
     obs: Any
@@ -39,11 +42,13 @@ class HostStep(NamedTuple):
     valid: np.ndarray
     episode_return: np.ndarray
     episode_length: np.ndarray
+    episode_done: np.ndarray
 
     @property
     def done(self) -> np.ndarray:
-        """Where an episode ended at this step (terminated or truncated)."""
-        return np.logical_or(self.terminated, self.truncated)
+        """Where a reported episode ended at this step (`episode_done`; terminated or
+        truncated but for a life lost under episodic lives)."""
+        return self.episode_done
 
 
 class HostEnv(Protocol):
