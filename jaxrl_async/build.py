@@ -6,6 +6,7 @@ from jaxrl_async import envs as envs_lib
 from jaxrl_async.agents import make_agent
 from jaxrl_async.config import Config
 from jaxrl_async.errors import ConfigError
+from jaxrl_async.image_torsos import check_image_observation
 from jaxrl_async.layout import choose_layout
 from jaxrl_async.pipeline import PipelineShape, make_pipeline
 from jaxrl_async.sharding import AXIS, make_mesh
@@ -29,12 +30,7 @@ def build_pipeline(
             f"env.normalize_obs=true needs an array observation; "
             f"{config.env.name} observes a dict ({', '.join(spec.obs_shape)})"
         )
-    shapes = spec.obs_shape.values() if isinstance(spec.obs_shape, dict) else [spec.obs_shape]
-    if config.agent.torso == "cnn" and not any(len(s) == 3 for s in shapes):
-        raise ConfigError(
-            f"agent.torso=cnn needs an image observation [H, W, C]; "
-            f"{config.env.name} observes {spec.obs_shape}"
-        )
+    check_image_observation(config.agent.torso, spec.obs_shape, config.env.name)
     mesh = make_mesh(choose_layout(config).devices) if mesh is None else mesh
     num_updates = config.num_updates if num_updates is None else num_updates
     # On one device there is nothing to average over: no axis, so no all-reduce (and no

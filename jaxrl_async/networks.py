@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.cells import CELLS, MemorySpec
+from jaxrl_async.image_torsos import IMAGE_TORSOS
 from jaxrl_async.initializers import orthogonal
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
@@ -23,7 +24,8 @@ MASK_KEY = "action_mask"
 
 class TorsoSpec(NamedTuple):
     """The body of every network of an agent: each observation leaf encoded (images by
-    the conv layers, if any; everything else flattened), concatenated, then the MLP."""
+    the named image torso or the conv layers, if any; everything else flattened),
+    concatenated, then the MLP."""
 
     hidden_sizes: tuple[int, ...]
     activation: str
@@ -31,6 +33,9 @@ class TorsoSpec(NamedTuple):
     # LayerNorm between every hidden layer (dense or conv) and its activation (PQN's
     # network, Gallici et al. 2024); off, the parameter tree has no LayerNorm at all
     layer_norm: bool = False
+    # A published image torso (image_torsos.IMAGE_TORSOS: nature, impala) for every image
+    # leaf, in place of `conv`; "" for none
+    image: str = ""
 
 
 def _dense(features: int, scale: float) -> nn.Dense:
@@ -69,13 +74,15 @@ def mask_logits(logits, obs):
 class Encoder(nn.Module):
     """Observation (array or dict of arrays, batch first) -> features [B, F].
 
-    With conv layers, every image leaf ([B, H, W, C]) goes through them (uint8 scaled to
-    [0, 1]); every other leaf is flattened. The features of all leaves are concatenated.
+    With an image torso (`image`) or conv layers, every image leaf ([B, H, W, C]) goes
+    through them (uint8 scaled to [0, 1]); every other leaf is flattened. The features of
+    all leaves are concatenated.
     """
 
     conv: tuple[tuple[int, int, int], ...] = ()
     activation: str = "relu"
     layer_norm: bool = False  # over the channels of every conv layer's output
+    image: str = ""  # TorsoSpec.image
 
     @nn.compact
     def __call__(self, obs):
@@ -83,7 +90,9 @@ class Encoder(nn.Module):
         for x in observation_leaves(obs):
             scale = 1.0 / 255 if x.dtype == jnp.uint8 else 1.0
             x = x.astype(jnp.float32) * scale
-            if self.conv and x.ndim == 4:
+            if self.image and x.ndim == 4:
+                x = IMAGE_TORSOS[self.image](self.layer_norm)(x)
+            elif self.conv and x.ndim == 4:
                 for channels, kernel, stride in self.conv:
                     x = nn.Conv(
                         channels,
@@ -117,7 +126,7 @@ def torso(spec: TorsoSpec, obs, extra=None):
     critic's action) joins the encoded observation. Called inside a head's compact
     `__call__`, so its layers are the head's own (an MLP torso has the parameter tree,
     and hence the initial values, of a plain MLP head)."""
-    x = Encoder(spec.conv, spec.activation, spec.layer_norm)(obs)
+    x = Encoder(spec.conv, spec.activation, spec.layer_norm, spec.image)(obs)
     if extra is not None:
         x = jnp.concatenate([x, extra.astype(jnp.float32)], axis=-1)
     return MLP(spec.hidden_sizes, spec.activation, spec.layer_norm)(x)

@@ -14,7 +14,10 @@ from jaxrl_async.errors import ConfigError, require
 ACTIVATION_NAMES = ("gelu", "relu", "silu", "tanh")
 IMPALA_OPTIMIZERS = ("adam", "rmsprop")
 DQN_LOSSES = ("huber", "mse")
-TORSOS = ("mlp", "cnn")
+TORSOS = ("mlp", "cnn", "nature", "impala")
+# The published image torsos (image_torsos.py) and the width of their last, dense layer
+# (a test keeps the two equal; kept here so that configs load without flax)
+IMAGE_TORSO_FEATURES = {"nature": 512, "impala": 256}
 MEMORIES = ("none", "gru", "lstm")  # cells.CELLS, and none: a memoryless network
 
 
@@ -25,10 +28,12 @@ def field_checks(config, section: str = "agent"):
     def need(ok, key, requirement):
         require(ok, f"{section}.{key}", getattr(config, key), requirement)
 
+    # An image torso ends in a dense layer of its own, so it needs no MLP after it.
     need(
-        len(config.hidden_sizes) >= 1 and min(config.hidden_sizes) >= 1,
+        (len(config.hidden_sizes) >= 1 or config.torso in IMAGE_TORSO_FEATURES)
+        and min(config.hidden_sizes, default=1) >= 1,
         "hidden_sizes",
-        "a non-empty list of positive ints",
+        "a non-empty list of positive ints (empty allowed with agent.torso=nature or impala)",
     )
     need(config.activation in ACTIVATION_NAMES, "activation", f"one of {list(ACTIVATION_NAMES)}")
     need(config.torso in TORSOS, "torso", f"one of {list(TORSOS)}")
@@ -55,8 +60,10 @@ class AgentConfig:
 
     The body (`networks.TorsoSpec`): `torso=cnn` sends image observations [H, W, C]
     through the conv layers (one per entry of the cnn_* lists) before the MLP of
-    `hidden_sizes`; `mlp` flattens them. `memory=gru` or `lstm` feeds the torso into a
-    recurrent cell of `memory_size` units (PPO, IMPALA, R2D2; `agents/actor_critic.py`).
+    `hidden_sizes`; `nature` and `impala` through the published Nature DQN or IMPALA
+    ResNet torso (`image_torsos.py`; `hidden_sizes=[]` leaves no MLP after it); `mlp`
+    flattens them. `memory=gru` or `lstm` feeds the torso into a recurrent cell of
+    `memory_size` units (PPO, IMPALA, R2D2; `agents/actor_critic.py`).
 
     `DATA` is "trajectory" for an on-policy agent (it learns from each rollout) and
     "replay" for an off-policy one (it learns from a replay, checked against `replay`).
@@ -83,7 +90,8 @@ class AgentConfig:
             if self.torso == "cnn"
             else ()
         )
-        return TorsoSpec(tuple(self.hidden_sizes), self.activation, conv)
+        image = self.torso if self.torso in IMAGE_TORSO_FEATURES else ""
+        return TorsoSpec(tuple(self.hidden_sizes), self.activation, conv, image=image)
 
     def memory_spec(self):
         """The recurrent cell (cells.MemorySpec), or None for a memoryless network."""
@@ -107,7 +115,7 @@ class AgentConfig:
 
     @property
     def widest_layer(self) -> int:
-        return max(self.hidden_sizes, default=0)
+        return max((*self.hidden_sizes, IMAGE_TORSO_FEATURES.get(self.torso, 0)))
 
     def check(self, config, devices: int = 1) -> None:
         """Checks that need the other sections of the run's `config`, with its batches
