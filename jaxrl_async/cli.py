@@ -7,7 +7,7 @@ import signal
 import sys
 import textwrap
 
-from jaxrl_async.errors import UserError
+from jaxrl_async.errors import RunFailure, UserError
 
 
 def _train(args) -> int:
@@ -113,8 +113,13 @@ def _envs(args) -> int:
     # A listing never downloads: an env whose data is not cached (Sokoban's levels) is
     # listed as unavailable at once, not after half a minute of retries offline.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.suite not in (None, "gymnax", *suites.SUITES):
-        raise UserError(f"unknown suite {args.suite!r} (gymnax, {', '.join(suites.SUITES)})")
+    if args.suite not in (None, "gymnax", "gymnasium", *suites.SUITES):
+        raise UserError(
+            f"unknown suite {args.suite!r} (gymnax, gymnasium, {', '.join(suites.SUITES)})"
+        )
+    if args.suite == "gymnasium":
+        _print_gymnasium(listed=True)
+        return 0
     if args.suite in (None, "gymnax"):
         _print_spaces(registered_envs(), make)
     if args.suite is None:
@@ -132,10 +137,27 @@ def _envs(args) -> int:
                     ", ".join(ids), width=100, initial_indent="  ", subsequent_indent="  "
                 )
             )
+        _print_gymnasium(listed=False)
     elif args.suite != "gymnax":
         ids = suites.adapter(args.suite).ids()
         _print_spaces([f"{args.suite}:{i}" for i in ids], make)
     return 0
+
+
+def _print_gymnasium(listed: bool) -> None:
+    """Host envs: Gymnasium's ids (all of them when `listed`, else a count)."""
+    from jaxrl_async.host.registry import gymnasium_ids
+
+    ids = gymnasium_ids()
+    if ids is None:
+        print("gymnasium (host envs): not installed (pip install 'jaxrl_async[gymnasium]')")
+        return
+    blank = "" if listed else "\n"
+    print(f"{blank}gymnasium (host envs): {len(ids)} ids (env.name=gymnasium:<id>)")
+    if listed:
+        print(textwrap.fill(", ".join(ids), width=100, initial_indent="  ", subsequent_indent="  "))
+    else:
+        print("  `jaxrl-async envs gymnasium` lists them")
 
 
 def _print_spaces(names, make) -> None:
@@ -285,7 +307,8 @@ def _add_envs(sub) -> None:
         "suite",
         nargs="?",
         default=None,
-        help="one suite's ids with their spaces (gymnax, brax, jumanji, ...)",
+        help="one suite's ids with their spaces (gymnax, brax, jumanji, ...), or "
+        "gymnasium's ids (host envs)",
     )
     p.set_defaults(func=_envs)
 
@@ -336,6 +359,10 @@ def main(argv=None) -> int:
     except UserError as e:
         print(f"jaxrl-async: error: {e}", file=sys.stderr)
         return 2
+    except RunFailure as e:  # an env failed mid-run: what was checkpointed stays
+        hint = f"; resume with: jaxrl-async resume {e.run_dir}" if e.run_dir is not None else ""
+        print(f"jaxrl-async: error: {e}{hint}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as e:
         run_dir = getattr(e, "run_dir", None)  # TrainingInterrupted: a checkpoint was saved
         hint = f"; resume with: jaxrl-async resume {run_dir}" if run_dir is not None else ""

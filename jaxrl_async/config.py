@@ -248,7 +248,45 @@ def validate(config: Config) -> None:
         )
     if config.agent.off_policy:
         _validate_replay(config)
+    if config.env.host:
+        _validate_host(config)
+    elif config.pipeline.actor_threads != 1:
+        raise ConfigError(
+            "pipeline.actor_threads applies to host envs (env.name=gymnasium:<id>) only; "
+            f"{config.env.name} steps inside the compiled program"
+        )
     config.agent.check(config)
+
+
+def _validate_host(config: Config) -> None:
+    """What the host executor (host/executor.py) does not run, refused before anything
+    starts."""
+    env, pipeline = config.env, config.pipeline
+    refusals = [
+        (config.agent.off_policy, "off-policy agents (replay) are not supported yet"),
+        (config.agent.recurrent, "recurrent agents are not supported yet"),
+        (config.train.num_seeds != 1, "train.num_seeds > 1 is not supported (one run per process)"),
+        (
+            config.eval.every > 0,
+            "periodic evaluation (eval.every > 0) is not supported; "
+            "evaluate the run afterwards with `jaxrl-async eval RUN_DIR`",
+        ),
+        (env.normalize_obs, "env.normalize_obs is not supported"),
+        (bool(env.mask_obs), "env.mask_obs is not supported"),
+        (
+            pipeline.placement == "split",
+            "pipeline.placement=split is not supported (actor threads act beside the learner)",
+        ),
+        (pipeline.devices > 1, "the learner runs on one device (pipeline.devices <= 1)"),
+        (
+            pipeline.actor_threads > env.num_envs,
+            f"pipeline.actor_threads={pipeline.actor_threads} exceeds "
+            f"env.num_envs={env.num_envs} (each thread steps at least one env)",
+        ),
+    ]
+    for refused, why in refusals:
+        if refused:
+            raise ConfigError(f"host env {env.name}: {why}")
 
 
 def _validate_replay(config: Config) -> None:

@@ -1,6 +1,7 @@
 """Errors caused by what the user asked for: the CLI prints them on one line and exits 2."""
 
 import contextlib
+from pathlib import Path
 
 
 class UserError(Exception):
@@ -47,6 +48,14 @@ def require(ok: bool, key: str, value, requirement: str) -> None:
     """Raise a one-line ConfigError naming `key` unless `ok`."""
     if not ok:
         raise ConfigError(f"{key} must be {requirement}, got {value!r}")
+
+
+class RunFailure(RuntimeError):
+    """A run that failed while training, not from its input (an env that raised inside an
+    actor thread): the CLI prints it on one line and exits 1; checkpoints already written
+    stay, and `run_dir` (None: none) can be resumed from the latest."""
+
+    run_dir: Path | None = None
 
 
 class TrainingInterrupted(KeyboardInterrupt):

@@ -310,6 +310,34 @@ class Evaluation:
         return self.last
 
 
+def eval_settings(config: EvalConfig, episodes: int | None, mode: str | None) -> EvalConfig:
+    """The run's eval section with the given episodes and mode (None: the run's)."""
+    return dataclasses.replace(
+        config,
+        episodes=config.episodes if episodes is None else episodes,
+        mode=config.mode if mode is None else mode,
+    )
+
+
+def eval_result(run_dir: Path, step: int, config: EvalConfig, seed: int, episodes) -> dict:
+    """eval.json's fields: the settings and the (returns [N], lengths [N]) of `episodes`."""
+    returns, lengths = episodes
+    fields = summarize(returns, lengths)
+    return {
+        "run_dir": str(run_dir),
+        "env_steps": step,
+        "mode": config.mode,
+        "episodes": fields["eval_episodes"],
+        "seed": seed,
+        "max_steps": config.max_steps,
+        "return_mean": fields["eval_return_mean"],
+        "return_std": fields["eval_return_std"],
+        "length_mean": fields["eval_length_mean"],
+        "returns": [float(r) for r in returns],
+        "lengths": [int(n) for n in lengths],
+    }
+
+
 def evaluate_run(
     run_dir: str | Path,
     episodes: int | None = None,
@@ -330,11 +358,13 @@ def evaluate_run(
     """
     run_dir = Path(run_dir)
     config = rundir.resume_config(run_dir)
-    eval_config = dataclasses.replace(
-        config.eval,
-        episodes=config.eval.episodes if episodes is None else episodes,
-        mode=config.eval.mode if mode is None else mode,
-    )
+    if env is None and config.env.host:
+        from jaxrl_async.host.evaluate import evaluate_host_run
+
+        result = evaluate_host_run(run_dir, config, episodes, mode, seed)
+        (run_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+        return result
+    eval_config = eval_settings(config.eval, episodes, mode)
     step, info = ckpt.read_meta(rundir.checkpoint_dir(run_dir))
     impl = info.get("prng_impl", config.prng_impl)
     seed = config.train.seed if seed is None else seed
@@ -352,19 +382,6 @@ def evaluate_run(
         env_params,
     )
     returns, lengths = evaluation.episodes(state, step)
-    fields = summarize(returns, lengths)
-    result = {
-        "run_dir": str(run_dir),
-        "env_steps": step,
-        "mode": eval_config.mode,
-        "episodes": fields["eval_episodes"],
-        "seed": seed,
-        "max_steps": eval_config.max_steps,
-        "return_mean": fields["eval_return_mean"],
-        "return_std": fields["eval_return_std"],
-        "length_mean": fields["eval_length_mean"],
-        "returns": [float(r) for r in returns],
-        "lengths": [int(n) for n in lengths],
-    }
+    result = eval_result(run_dir, step, eval_config, seed, (returns, lengths))
     (run_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
     return result

@@ -12,8 +12,9 @@ from typing import Any
 
 
 @contextlib.contextmanager
-def interrupts_between_calls():
-    """Yields `interrupted() -> bool`: SIGINT and SIGTERM set it instead of raising.
+def interrupts_between_calls(on_signal: Callable[[], None] | None = None):
+    """Yields `interrupted() -> bool`: SIGINT and SIGTERM set it (and call `on_signal`,
+    which may set a stop event other threads watch) instead of raising.
 
     Only signals a Python handler catches (Ctrl-C's default, the CLI's handlers) are
     deferred to the next host-call boundary, where the loop saves and stops; a second
@@ -27,6 +28,8 @@ def interrupts_between_calls():
         if received:
             previous[signum](signum, frame)
         received.append(signum)
+        if on_signal is not None:
+            on_signal()
 
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):

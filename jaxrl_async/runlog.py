@@ -100,6 +100,7 @@ class RunLog:
         self._seeds, self._steps_per_call = config.train.num_seeds, plan.steps_per_call
         self._prior = 0.0 if plan.point is None else plan.point.train_seconds
         self.start = self._last = time.perf_counter()
+        self._last_calls = plan.start_call
 
     def _file_sinks(self, run_dir: Path | None) -> list:
         """metrics.jsonl and TensorBoard events in `run_dir` (none on other processes)."""
@@ -125,17 +126,16 @@ class RunLog:
         now = time.perf_counter()
         seconds, wall = max(now - self._last, 1e-9), self.train_seconds(now)
         env_steps = calls * self._steps_per_call
-        record = _aggregate(
-            chunk_metrics, env_steps, wall, self._seeds * self._steps_per_call / seconds
-        )
-        self._last = now
+        steps = (calls - self._last_calls) * self._steps_per_call  # since the last record
+        record = _aggregate(chunk_metrics, env_steps, wall, self._seeds * steps / seconds)
+        self._last, self._last_calls = now, calls
         record.update(extra or {})
         self.records.append(record)
         emit(self.sinks, record)
         for point, records, sinks in zip(self.points, self.point_records, self.point_sinks):
             runs = len(range(self._seeds)[point.runs])
             mine = jax.tree.map(lambda x, runs=point.runs: x[runs], chunk_metrics)
-            records.append(_aggregate(mine, env_steps, wall, runs * self._steps_per_call / seconds))
+            records.append(_aggregate(mine, env_steps, wall, runs * steps / seconds))
             emit(sinks, records[-1])
         self.progress.update(record)
 

@@ -13,11 +13,14 @@ from jaxrl_async.errors import require
 REPLAY_KINDS = ("prioritized", "uniform")
 EVAL_MODES = ("greedy", "sample")
 PRNG_IMPLS = ("auto", "philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
+# Prefixes of env names stepped on the host by actor threads (`jaxrl_async/host/`).
+HOST_SUITES = ("gymnasium",)
 
 
 @dataclasses.dataclass(frozen=True)
 class EnvConfig:
-    # A gymnax id, a name given to envs.register, or module.path:factory (envs.make).
+    # A gymnax id, <suite>:<id>, a name given to envs.register, module.path:factory
+    # (envs.make), or a host env, gymnasium:<id> (host/gymnasium_env.py).
     name: str = "CartPole-v1"
     num_envs: int = 4
     normalize_obs: bool = False
@@ -35,6 +38,11 @@ class EnvConfig:
             list(self.mask_obs),
             "indices >= 0 into the observation's last axis",
         )
+
+    @property
+    def host(self) -> bool:
+        """Whether the env steps on the host (actor threads), not inside the program."""
+        return self.name.partition(":")[0] in HOST_SUITES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +67,8 @@ class PipelineConfig:
     actor_devices: int = 1
     # lax.scan unroll of the rollout: fewer loop iterations on CPU, longer compile.
     unroll: int = 1
+    # Host envs: actor threads, each stepping a slice of env.num_envs (host/executor.py).
+    actor_threads: int = 1
 
     def __post_init__(self):
         require(self.rollout_len >= 1, "pipeline.rollout_len", self.rollout_len, ">= 1")
@@ -78,6 +88,7 @@ class PipelineConfig:
             "auto, fused or split",
         )
         require(self.actor_devices >= 1, "pipeline.actor_devices", self.actor_devices, ">= 1")
+        require(self.actor_threads >= 1, "pipeline.actor_threads", self.actor_threads, ">= 1")
 
 
 @dataclasses.dataclass(frozen=True)

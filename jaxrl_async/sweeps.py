@@ -206,6 +206,8 @@ def sweep(
     group's checkpoint and raises TrainingInterrupted naming the sweep directory, which
     `resume_sweep` (`jaxrl-async resume SWEEP_DIR`) continues bit for bit.
     """
+    if env is None and config.env.host:
+        raise ConfigError(f"host env {config.env.name}: sweeps are not supported")
     groups = plan(config, grid)
     sweep_dir = None if sweep_dir is None else Path(sweep_dir)
     if sweep_dir is not None:

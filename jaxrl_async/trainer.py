@@ -243,6 +243,8 @@ def train(
     Returns a TrainResult; raises a UserError subclass on bad input before anything
     is written. `group` trains the runs of a sweep group (RunGroup; `sweep.py`).
     """
+    if env is None and config.env.host:  # stepped on the host by actor threads
+        return _train_host(config, run_dir, callbacks, resume, group)
     wall_start = time.perf_counter()
     distributed.check(config.distributed)
     # With several processes all run this loop in step; only process 0 writes or prints.
@@ -278,6 +280,16 @@ def train(
     env_name = config.env.name if env is None else type(env).__name__
     summary = summarize(run, log, times, env_name, wall_start)
     return _finish(run, log, state, summary, main, group)
+
+
+def _train_host(config: Config, run_dir, callbacks, resume: bool, group) -> TrainResult:
+    if group is not None or jax.process_count() > 1:
+        raise UserError(
+            f"host env {config.env.name}: sweeps and several processes are not supported"
+        )
+    from jaxrl_async.host.run import train_host_run
+
+    return train_host_run(config, run_dir=run_dir, callbacks=callbacks, resume=resume)
 
 
 def _finish(

@@ -9,6 +9,7 @@ of tests/helpers/host_envs.py.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -27,7 +28,7 @@ CORRIDOR = "gymnasium:HostCorridor-v0"
 
 
 def corridor_config(*overrides: str, rounds: int = 8):
-    """4 envs x 4 steps a round, `rounds` rounds."""
+    """4 envs x 4 steps a round over 2 actor threads, `rounds` rounds."""
     return load_config(
         "ppo_cartpole",
         [
@@ -36,9 +37,16 @@ def corridor_config(*overrides: str, rounds: int = 8):
             "pipeline.rollout_len=4",
             "agent.hidden_sizes=[8]",
             "agent.num_minibatches=2",
+            "pipeline.actor_threads=2",
             f"train.total_steps={16 * rounds}",
             *overrides,
         ],
+    )
+
+
+def with_threads(config, threads: int):
+    return dataclasses.replace(
+        config, pipeline=dataclasses.replace(config.pipeline, actor_threads=threads)
     )
 
 
@@ -65,9 +73,9 @@ def actor_threads_alive() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("host-actor")]
 
 
-def run_probe(config, actor_threads: int = 2, stop=None):
+def run_probe(config, stop=None):
     records: list[dict] = []
-    envs = make_actor_envs(config, actor_threads)
+    envs = make_actor_envs(config)
     result = bounded(
         lambda: run_executor(
             config, make_probe_agent(), envs, callbacks=[records.append], stop=stop
@@ -137,7 +145,7 @@ def test_stop_event_ends_every_thread():
         if record["round"] == 4:
             stop.set()
 
-    envs = make_actor_envs(config, 2)
+    envs = make_actor_envs(config)
     start = time.perf_counter()
     result = bounded(
         lambda: run_executor(config, make_probe_agent(), envs, callbacks=[stop_at_five], stop=stop)
@@ -148,7 +156,8 @@ def test_stop_event_ends_every_thread():
 
 
 def run_ppo(config, agent, actor_threads: int) -> dict:
-    envs = make_actor_envs(config, actor_threads)
+    config = with_threads(config, actor_threads)
+    envs = make_actor_envs(config)
     return bounded(lambda: run_executor(config, agent, envs), 120.0)
 
 
@@ -161,7 +170,7 @@ def assert_same_params(first: dict, second: dict) -> None:
 def test_lag0_same_seed_same_parameters():
     """PPO at lag 0 with two actor threads: two runs of a seed end in identical parameters."""
     config = corridor_config("pipeline.lag=0")
-    envs = make_actor_envs(config, 1)
+    envs = make_actor_envs(config)
     agent = make_host_agent(config, envs[0].spec)
     envs[0].close()
     assert_same_params(run_ppo(config, agent, 2), run_ppo(config, agent, 2))
@@ -171,27 +180,31 @@ def test_actor_threads_do_not_change_the_run():
     """Env i resets from seed + i and draws from its global index's key, so PPO at lag 1
     ends in the same parameters with one actor thread or two."""
     config = corridor_config("pipeline.lag=1")
-    envs = make_actor_envs(config, 1)
+    envs = make_actor_envs(config)
     agent = make_host_agent(config, envs[0].spec)
     envs[0].close()
     assert_same_params(run_ppo(config, agent, 1), run_ppo(config, agent, 2))
 
 
 @pytest.mark.parametrize(
-    ("overrides", "threads", "match"),
+    ("overrides", "match"),
     [
-        (["env.name=CartPole-v1"], 1, "env.name must be gymnasium"),
-        ([], 5, "actor_threads must be in"),
+        (["pipeline.actor_threads=5"], "actor_threads=5 exceeds env.num_envs=4"),
+        (["agent.memory=gru"], "recurrent agents"),
+        (["train.num_seeds=2"], "train.num_seeds > 1"),
+        (["eval.every=64"], "periodic evaluation"),
+        (["pipeline.placement=split", "pipeline.lag=1"], "placement=split"),
     ],
 )
-def test_refused_in_one_line(overrides, threads, match):
-    with pytest.raises(ConfigError, match=match):
-        make_actor_envs(corridor_config(*overrides), threads)
+def test_refused_in_one_line_when_loaded(overrides, match):
+    with pytest.raises(ConfigError, match=match) as e:
+        corridor_config(*overrides)
+    assert "\n" not in str(e.value)
 
 
-def test_recurrent_agent_refused_in_one_line():
-    with pytest.raises(ConfigError, match="recurrent agents"):
-        make_actor_envs(corridor_config("agent.memory=gru"), 1)
+def test_actor_threads_refused_for_jax_envs():
+    with pytest.raises(ConfigError, match="actor_threads applies to host envs"):
+        load_config("ppo_cartpole", ["pipeline.actor_threads=2"])
 
 
 def test_impala_trains_at_lag_1():
@@ -201,20 +214,20 @@ def test_impala_trains_at_lag_1():
         [f"env.name={CORRIDOR}", "env.num_envs=4", "pipeline.rollout_len=4"]
         + ["agent.hidden_sizes=[8]", "pipeline.lag=1", "train.total_steps=128"],
     )
-    result = bounded(lambda: train_host(config, actor_threads=2), 120.0)
+    config = with_threads(config, 2)
+    result = bounded(lambda: train_host(config), 120.0)
     assert result["updates"] == 8 and result["policy_lag_max"] == 1
     assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(result["params"]))
 
 
 def test_off_policy_agent_refused_in_one_line():
-    config = load_config("dqn_cartpole", [f"env.name={CORRIDOR}"])
     with pytest.raises(ConfigError, match="off-policy agents"):
-        make_actor_envs(config, 1)
+        load_config("dqn_cartpole", [f"env.name={CORRIDOR}"])
 
 
 def test_ppo_builds_as_a_host_agent():
     config = corridor_config()
-    envs = make_actor_envs(config, 1)
+    envs = make_actor_envs(config)
     try:
         agent = make_host_agent(config, envs[0].spec)
     finally:
@@ -239,6 +252,6 @@ def test_ppo_learns_gymnasium_cartpole():
                 f"train.seed={seed}",
             ],
         )
-        result = bounded(lambda config=config: train_host(config, actor_threads=1), 120.0)
+        result = bounded(lambda config=config: train_host(config), 120.0)
         returns.append(result["final_return"])
     assert np.median(returns) > 150, returns

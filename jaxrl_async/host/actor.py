@@ -13,6 +13,7 @@ the actions do not depend on how the envs are split over actor threads.
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -35,6 +36,8 @@ class Trajectory(NamedTuple):
     traj: Transition  # numpy [T, B_k, ...]
     episode_returns: np.ndarray  # float64: raw returns of the episodes that ended in it
     episode_lengths: np.ndarray  # int64: their lengths
+    env_seconds: float = 0.0  # the actor's time in env.step for this round
+    policy_seconds: float = 0.0  # ... and in the policy (inference and its transfers)
 
 
 class ActorPlan(NamedTuple):
@@ -43,10 +46,18 @@ class ActorPlan(NamedTuple):
     actor: int  # k, the actor's number
     first_env: int  # the global index of its first env
     num_envs: int  # the run's envs over all actors
-    rounds: int  # trajectories to hand in
+    rounds: int  # the round it ends before (the run's updates)
     rollout_len: int  # T
-    seed: int  # its envs reset from seed + first_env + i
+    seed: int  # its envs reset from reset_seed(plan) + i
     device: Any = None  # where it acts (None: JAX's default device)
+    first_round: int = 0  # where it starts: 0, or the round a resumed run continues at
+
+
+def reset_seed(plan: ActorPlan) -> int:
+    """The seed of the actor's first env's reset: seed + its global index, shifted by
+    num_envs per round already trained, so a resumed run's envs restart from fresh
+    seeded resets that no earlier reset of the run used."""
+    return plan.seed + plan.first_round * plan.num_envs + plan.first_env
 
 
 def make_policy(agent: Agent, key: jax.Array, plan: ActorPlan, local_envs: int) -> Callable:
@@ -89,15 +100,21 @@ def rollout(
     obs: Any,
     first_step: int,
     length: int,
-) -> tuple[Any, Transition, list[HostStep]]:
+) -> tuple[Any, Transition, list[HostStep], tuple[float, float]]:
     """`length` steps of `env` from `obs` with `acting` = (parameters, their version):
-    (the last observation, the trajectory [T, B_k, ...] in numpy, the steps as given)."""
+    (the last observation, the trajectory [T, B_k, ...] in numpy, the steps as given,
+    (seconds in env.step, seconds in the policy))."""
     params, version = acting
     steps: list[Transition] = []
     host_steps: list[HostStep] = []
+    env_seconds = policy_seconds = 0.0
     for t in range(length):
+        started = time.perf_counter()
         action, extras = jax.device_get(policy(params, obs, np.int32(first_step + t)))
+        stepped = time.perf_counter()
         step = env.step(action)
+        env_seconds += time.perf_counter() - stepped
+        policy_seconds += stepped - started
         _check_step(step)
         fields: dict[str, Any] = {
             "obs": obs,
@@ -112,7 +129,8 @@ def rollout(
         steps.append(Transition(**fields))
         host_steps.append(step)
         obs = step.obs
-    return obs, jax.tree.map(lambda *xs: np.stack(xs), *steps), host_steps
+    traj = jax.tree.map(lambda *xs: np.stack(xs), *steps)
+    return obs, traj, host_steps, (env_seconds, policy_seconds)
 
 
 def _episodes(host_steps: list[HostStep]) -> tuple[np.ndarray, np.ndarray]:
@@ -131,17 +149,17 @@ def run_actor(
     out: queue.Queue,
     stop: RunStop,
 ) -> None:
-    """The actor thread's body: `plan.rounds` trajectories into `out`, each acted by the
-    parameters its round's slot holds (on `policy`'s device). Any exception, the env's
-    or a non-finite step's, stops the run as one line naming the env; the env is closed
-    however the thread ends."""
+    """The actor thread's body: rounds `plan.first_round` to `plan.rounds` into `out`,
+    each acted by the parameters its round's slot holds (on `policy`'s device). Any
+    exception, the env's or a non-finite step's, stops the run as one line naming the
+    env; the env is closed however the thread ends."""
     device = plan.device or jax.devices()[0]
     try:
-        obs = env.reset(plan.seed + plan.first_env)
+        obs = env.reset(reset_seed(plan))
         _check_obs(obs, "observation")
         acting: tuple[Any, int] | None = None
         acting_slot = -1
-        for i in range(plan.rounds):
+        for i in range(plan.first_round, plan.rounds):
             slot = store.slot_of(i)
             if slot != acting_slot:
                 published = store.wait(slot, stop)
@@ -151,9 +169,11 @@ def run_actor(
                 acting_slot = slot
             assert acting is not None
             first_step = i * plan.rollout_len
-            obs, traj, host_steps = rollout(env, policy, acting, obs, first_step, plan.rollout_len)
+            obs, traj, host_steps, seconds = rollout(
+                env, policy, acting, obs, first_step, plan.rollout_len
+            )
             returns, lengths = _episodes(host_steps)
-            if not put(out, Trajectory(i, plan.actor, traj, returns, lengths), stop):
+            if not put(out, Trajectory(i, plan.actor, traj, returns, lengths, *seconds), stop):
                 return
     except Exception as e:  # noqa: BLE001  (an env may raise anything; reported in one line)
         stop.fail(env.name, plan.actor, e)

@@ -2,17 +2,17 @@
 envs and hand trajectories through bounded queues; the learner, in the calling thread,
 runs the agent's own `learn` on each round of them and publishes parameters back.
 
-- Actors: `actor_threads` threads, thread k owning a `GymnasiumVecEnv` over its slice of
-  `env.num_envs` (env i of the run resets from `train.seed + i`), acting with the agent's
-  `act` jitted on the actor's device (`actor.py`).
+- Actors: `pipeline.actor_threads` threads, thread k owning a `GymnasiumVecEnv` over its
+  slice of `env.num_envs` (env i of a fresh run resets from `train.seed + i`), acting
+  with the agent's `act` jitted on the actor's device (`actor.py`).
 - Rounds: the learner's r-th update consumes round r of every actor, concatenated over
   envs into the [T, B] trajectory the JAX pipeline would hand `agent.learn`.
 - Versions: round i is acted by parameter slot max(0, i - lag) (`params.py`), so every
   sample's version tag is exact and `policy_lag` is measured from the tags;
   `pipeline.max_staleness` skips updates on older data as `ticks.make_learn` does. Each
   actor's queue holds at most lag + 1 trajectories, and the wait for parameters bounds
-  the lag at `pipeline.lag`. Lag 0 is the synchronous reference; since nothing depends on
-  timing, a seed gives the same run at any lag.
+  the lag at `pipeline.lag`. Lag 0 is the synchronous reference. Nothing depends on
+  timing, so a seed gives the same run at any lag, over any number of actor threads.
 - Stopping (`stopping.py`): every wait polls one stop event, set when the run ends, when
   an actor fails (re-raised here as an `ActorError` of one line) or from outside.
 
@@ -44,31 +44,15 @@ from jaxrl_async.types import Agent, BuildContext
 JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
 
 
-def check_config(config: Config, actor_threads: int) -> None:
-    """One-line ConfigErrors for what the executor does not run (yet)."""
-    refusals = [
-        (not config.env.name.startswith(PREFIX + ":"), f"env.name must be {PREFIX}:<id>"),
-        (config.agent.off_policy, "off-policy agents (replay) are not supported yet"),
-        (config.agent.recurrent, "recurrent agents are not supported yet"),
-        (config.train.num_seeds != 1, "train.num_seeds > 1 is not supported"),
-        (config.env.normalize_obs, "env.normalize_obs is not supported"),
-        (bool(config.env.mask_obs), "env.mask_obs is not supported"),
-        (
-            not 1 <= actor_threads <= config.env.num_envs,
-            f"actor_threads must be in [1, env.num_envs={config.env.num_envs}], "
-            f"got {actor_threads}",
-        ),
-    ]
-    for refused, why in refusals:
-        if refused:
-            raise ConfigError(f"host env {config.env.name}: {why}")
-
-
-def make_actor_envs(config: Config, actor_threads: int) -> list[GymnasiumVecEnv]:
-    """One vector env per actor thread over its slice of `env.num_envs` (same-step
-    autoreset, so that every step is a transition)."""
-    check_config(config, actor_threads)
-    sizes = [len(s) for s in np.array_split(np.arange(config.env.num_envs), actor_threads)]
+def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
+    """One vector env per actor thread (`pipeline.actor_threads`) over its slice of
+    `env.num_envs` (same-step autoreset, so that every step is a transition). The config
+    was validated when loaded (`config._validate_host`): what the executor does not run
+    is refused there."""
+    if not config.env.host:
+        raise ConfigError(f"env.name must be {PREFIX}:<id> for the host executor")
+    threads = config.pipeline.actor_threads
+    sizes = [len(s) for s in np.array_split(np.arange(config.env.num_envs), threads)]
     envs: list[GymnasiumVecEnv] = []
     try:
         for size in sizes:
@@ -107,7 +91,7 @@ class Learner(NamedTuple):
     key: jax.Array  # folded with the round number for each update
     max_staleness: int  # -1: never skip
     device: Any
-    rounds: int  # updates to run: one per round
+    rounds: int  # the round the run ends before: one update per round
 
 
 class Progress(NamedTuple):
@@ -115,7 +99,16 @@ class Progress(NamedTuple):
 
     state: Any  # the agent's learner state
     updates: int  # updates applied (the version of the newest parameters)
+    rounds: int  # rounds consumed, a resumed run's earlier ones included
     episode_returns: list  # raw returns of every episode that ended, in round order
+
+
+class Start(NamedTuple):
+    """Where a run starts: a fresh learner state at round 0, or a restored one."""
+
+    state: Any
+    updates: int = 0
+    round: int = 0
 
 
 def next_round(queues: Sequence[queue.Queue], stop: RunStop) -> list[Trajectory] | None:
@@ -130,14 +123,20 @@ def next_round(queues: Sequence[queue.Queue], stop: RunStop) -> list[Trajectory]
 
 
 def round_record(parts: list[Trajectory], r: int, batch: int) -> dict:
-    """What a round tells the callbacks before the update (its tags, its episodes)."""
+    """What a round tells the callbacks before the update: its tags, its episodes (the
+    sums are what `runlog` aggregates), the actors' time in the env and the policy."""
     returns = np.concatenate([p.episode_returns for p in parts])
+    lengths = np.concatenate([p.episode_lengths for p in parts])
     return {
         "round": r,
         "env_steps": (r + 1) * batch,
         "versions": [np.unique(p.traj.version).tolist() for p in parts],
         "episodes": int(returns.size),
         "episode_return": float(returns.mean()) if returns.size else math.nan,
+        "episode_return_sum": float(returns.sum()),
+        "episode_length_sum": float(lengths.sum()),
+        "actor_env_seconds": max(p.env_seconds for p in parts),
+        "actor_policy_seconds": max(p.policy_seconds for p in parts),
     }
 
 
@@ -158,13 +157,18 @@ def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r
         "policy_lag": float(staleness),
         "skipped_updates": float(skip),
     }
-    return Progress(state, updates, returns), metrics
+    return Progress(state, updates, r + 1, returns), metrics
 
 
 def start_actors(
-    agent: Agent, envs: Sequence[GymnasiumVecEnv], config: Config, store: ParamStore, stop
+    agent: Agent,
+    envs: Sequence[GymnasiumVecEnv],
+    config: Config,
+    context: tuple[ParamStore, RunStop, int],
 ) -> tuple[list[threading.Thread], list[queue.Queue]]:
-    """One daemon thread per env, each with its own queue of lag + 1 trajectories."""
+    """One daemon thread per env, each with its own queue of lag + 1 trajectories;
+    `context` = (the parameter store, the stop, the first round)."""
+    store, stop, first_round = context
     act_key = jax.random.fold_in(jax.random.key(config.train.seed, impl=config.prng_impl), 1)
     threads, queues, first_env = [], [], 0
     for k, env in enumerate(envs):
@@ -175,6 +179,7 @@ def start_actors(
             config.num_updates,
             config.pipeline.rollout_len,
             config.train.seed,
+            first_round=first_round,
         )
         q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
         policy = make_policy(agent, act_key, plan, env.num_envs)
@@ -192,40 +197,65 @@ def start_actors(
     return threads, queues
 
 
+class LoopTimes:
+    """Where the learner thread's time went: waiting for rounds, and learning."""
+
+    def __init__(self) -> None:
+        self.started = self.first_done = time.perf_counter()
+        self.wait = self.learn = 0.0
+        self.env = self.policy = 0.0  # the slowest actor's, summed over rounds
+
+    def stats(self, rounds: int, batch: int) -> dict:
+        ended = time.perf_counter()
+        return {
+            # env steps per second after the first round (whose compiles it leaves out)
+            "sps": (rounds - 1) * batch / (ended - self.first_done) if rounds > 1 else math.nan,
+            "train_seconds": ended - self.started,
+            "learner_wait_seconds": self.wait,
+            "learn_seconds": self.learn,
+            "actor_env_seconds": self.env,
+            "actor_policy_seconds": self.policy,
+        }
+
+
 def learner_loop(
     learner: Learner,
     progress: Progress,
     queues: Sequence[queue.Queue],
-    store: ParamStore,
-    stop: RunStop,
-    callbacks: Sequence[Callable[[dict], None]],
+    context: tuple[ParamStore, RunStop],
+    hooks: Sequence[Callable[[Progress, dict], None]],
 ) -> tuple[Progress, dict]:
-    """Consume `learner.rounds` rounds, publishing slot r + 1 after round r; (progress,
-    loop stats). Ends early, with what it has, once `stop` is set."""
+    """Consume rounds until `learner.rounds`, publishing slot r + 1 after round r and
+    handing each round's record to every hook(progress, record); (progress, loop stats).
+    Ends early, with what it has, once the stop is set."""
+    store, stop = context
     lags: list[float] = []
-    started = first_done = time.perf_counter()
-    batch = 0
-    for r in range(learner.rounds):
+    times, batch, first = LoopTimes(), 0, progress.rounds
+    for r in range(first, learner.rounds):
+        waited = time.perf_counter()
         parts = next_round(queues, stop)
         if parts is None:
             break
+        learning = time.perf_counter()
+        times.wait += learning - waited
         batch = sum(p.traj.reward.size for p in parts)
         record = round_record(parts, r, batch)
         progress, metrics = learn_round(learner, progress, parts, r)
         store.publish(r + 1, progress.state.params, progress.updates)
+        jax.block_until_ready(progress.state)
+        times.learn += time.perf_counter() - learning
+        times.env += record["actor_env_seconds"]
+        times.policy += record["actor_policy_seconds"]
         lags.append(metrics["policy_lag"])
-        if r == 0:
-            first_done = time.perf_counter()
+        if r == first:
+            times.first_done = time.perf_counter()
         record = {**record, **metrics, "updates": progress.updates}
-        for callback in callbacks:
-            callback(record)
-    ended, rounds = time.perf_counter(), len(lags)
+        for hook in hooks:
+            hook(progress, record)
     stats = {
-        "rounds": rounds,
-        "env_steps": rounds * batch,
-        # env steps per second after the first round (whose compiles it leaves out)
-        "sps": (rounds - 1) * batch / (ended - first_done) if rounds > 1 else math.nan,
-        "train_seconds": ended - started,
+        "rounds": len(lags),
+        "env_steps": progress.rounds * batch,
+        **times.stats(len(lags), batch),
         "policy_lag": float(np.mean(lags)) if lags else math.nan,
         "policy_lag_max": float(np.max(lags)) if lags else math.nan,
     }
@@ -238,6 +268,11 @@ def final_return(episode_returns: list, window: int) -> float | None:
     return float(returns[-window:].mean()) if returns.size else None
 
 
+def _as_hook(callback: Callable[[dict], None]) -> Callable[[Progress, dict], None]:
+    """A callback of records as a learner-loop hook."""
+    return lambda progress, record: callback(record)
+
+
 def run_executor(
     config: Config,
     agent: Agent,
@@ -245,28 +280,40 @@ def run_executor(
     *,
     callbacks: Sequence[Callable[[dict], None]] = (),
     stop: threading.Event | None = None,
+    start: Start | None = None,
+    after_round: Callable[[Progress, dict], None] | None = None,
 ) -> dict:
     """Train `agent` on `envs` (one per actor thread, `make_actor_envs`), which it closes.
 
-    Every record (one per round) goes to each callback. Setting `stop` ends the run early
-    with the result so far; an actor's failure raises an ActorError of one line."""
-    run_stop = RunStop(stop)
-    store = ParamStore(config.pipeline.lag)
-    device = jax.devices()[0]
+    Every record (one per round) goes to each callback, in the learner's thread. Setting
+    `stop` ends the run early with the result so far; an actor's failure raises an
+    ActorError of one line. `start` continues a run (restored state, its updates and
+    rounds; the envs restart from fresh seeded resets); by default a fresh one.
+    `after_round(progress, record)` runs after each update, before the callbacks (the
+    run's logs and checkpoints, `run.py`).
+    """
+    hooks = [*([] if after_round is None else [after_round]), *map(_as_hook, callbacks)]
     key = jax.random.key(config.train.seed, impl=config.prng_impl)
+    if start is None:
+        start = Start(jax.jit(agent.init)(jax.random.fold_in(key, 0)))
+    run_stop = RunStop(stop)
+    store = ParamStore(config.pipeline.lag, start.round)
     learner = Learner(
         jax.jit(agent.learn),
         jax.random.fold_in(key, 2),
         config.pipeline.max_staleness,
-        device,
+        jax.devices()[0],
         config.num_updates,
     )
-    state = jax.jit(agent.init)(jax.random.fold_in(key, 0))
-    store.publish(0, state.params, 0)
-    threads, queues = start_actors(agent, envs, config, store, run_stop)
+    store.publish(start.round, start.state.params, start.updates)
+    threads, queues = start_actors(agent, envs, config, (store, run_stop, start.round))
     try:
         progress, stats = learner_loop(
-            learner, Progress(state, 0, []), queues, store, run_stop, callbacks
+            learner,
+            Progress(start.state, start.updates, start.round, []),
+            queues,
+            (store, run_stop),
+            hooks,
         )
     finally:
         run_stop.set()
@@ -281,24 +328,25 @@ def run_executor(
         "lag": config.pipeline.lag,
         **stats,
         "updates": progress.updates,
-        "stopped_early": stats["rounds"] < config.num_updates,
+        "stopped_early": progress.rounds < config.num_updates,
         "final_return": final_return(progress.episode_returns, config.env.num_envs),
         "params": jax.device_get(progress.state.params),
+        "state": progress.state,
     }
 
 
 def train_host(
     config: Config,
     *,
-    actor_threads: int = 1,
     callbacks: Sequence[Callable[[dict], None]] = (),
     stop: threading.Event | None = None,
 ) -> dict:
-    """Train `config` (env.name `gymnasium:<id>`) with `actor_threads` actor threads.
+    """Train `config` (env.name `gymnasium:<id>`) in memory, with no run directory.
 
     The result: env steps, updates, SPS, the final return (the mean raw return of the
-    last env.num_envs episodes), the measured policy lag and the final parameters."""
-    envs = make_actor_envs(config, actor_threads)
+    last env.num_envs episodes), the measured policy lag and the final parameters. The
+    CLI's runs, with logs and checkpoints, go through `trainer.train` (`host/run.py`)."""
+    envs = make_actor_envs(config)
     try:
         agent = make_host_agent(config, envs[0].spec)
     except Exception:

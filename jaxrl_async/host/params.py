@@ -26,14 +26,15 @@ class Published(NamedTuple):
 class ParamStore:
     """Slots of published parameters; actors wait for the slot their round acts with."""
 
-    def __init__(self, lag: int):
-        self.lag = lag
+    def __init__(self, lag: int, first_round: int = 0):
+        self.lag, self.first_round = lag, first_round
         self._slots: dict[int, Published] = {}
         self._cond = threading.Condition()
 
     def slot_of(self, round_index: int) -> int:
-        """The slot whose parameters act round `round_index`."""
-        return max(0, round_index - self.lag)
+        """The slot whose parameters act round `round_index` (a resumed run's first slot
+        is the round it resumes at: the restored parameters act its first L rounds)."""
+        return max(self.first_round, round_index - self.lag)
 
     def publish(self, slot: int, params: Any, version: int) -> None:
         with self._cond:

@@ -12,12 +12,12 @@ import queue
 import threading
 from typing import Any
 
-from jaxrl_async.errors import first_line
+from jaxrl_async.errors import RunFailure, first_line
 
 POLL = 0.05  # seconds between looks at the stop event while waiting
 
 
-class ActorError(RuntimeError):
+class ActorError(RunFailure):
     """An actor thread failed: its env raised, or gave a non-finite observation or reward.
 
     The message is one line naming the env, the actor and the exception."""

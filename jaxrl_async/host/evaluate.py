@@ -1,0 +1,97 @@
+"""`jaxrl-async eval` for a host-env run: the latest checkpoint's policy on fresh host
+envs, the first episode of each of eval.episodes envs (as for a JAX env's run), its
+return the raw game score.
+
+The envs reset from seed 10**6 + `seed`'s own range, never a training env's seed; a
+greedy evaluation acts with `agent.greedy`, a sampled one with `agent.act`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_async import checkpoint as ckpt
+from jaxrl_async import rundir
+from jaxrl_async.config import Config
+from jaxrl_async.errors import ConfigError
+from jaxrl_async.evaluate import eval_result, eval_settings
+from jaxrl_async.host.executor import make_host_agent
+from jaxrl_async.host.gymnasium_env import make_gymnasium
+from jaxrl_async.types import ActorClock
+
+EVAL_SEED_OFFSET = 10**6  # eval envs reset from seeds no training run of < 1M envs uses
+MAX_STEPS = 10_000  # eval.max_steps=0 caps an episode here when the env has no limit
+
+
+def _policy(agent, mode: str, seed: int, envs: int):
+    """policy(params, obs, step) -> action, jitted: the greedy action or a draw."""
+    if mode == "greedy":
+        if agent.greedy is None:
+            raise ConfigError("this agent has no greedy action; evaluate with --mode sample")
+        greedy = agent.greedy
+        return jax.jit(lambda params, obs, step: greedy(params, obs))
+    key = jax.random.fold_in(jax.random.key(seed), 3)
+    index = jnp.arange(envs, dtype=jnp.int32)
+
+    def sample(params, obs, step):
+        keys = jax.vmap(jax.random.fold_in, (None, 0))(jax.random.fold_in(key, step), index)
+        return agent.act(params, obs, keys, ActorClock(step * envs, index, envs))[0]
+
+    return jax.jit(sample)
+
+
+def evaluate_host(config: Config, run_dir: Path, seed: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(checkpoint step, returns [N], lengths [N]) of the run's latest checkpoint."""
+    n = config.eval.episodes
+    env = make_gymnasium(
+        config.env.name,
+        n,
+        vectorization_mode="sync",
+        autoreset_mode="same_step",
+        **config.env.kwargs,
+    )
+    try:
+        agent = make_host_agent(config, env.spec)
+        like = {
+            "learner": jax.jit(agent.init)(jax.random.key(0, impl=config.prng_impl)),
+            "updates": np.zeros((), np.int64),
+        }
+        step = ckpt.read_meta(rundir.checkpoint_dir(run_dir))[0]
+        state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=step)
+        policy = _policy(agent, config.eval.mode, seed, n)
+        params = state["learner"].params
+        returns, lengths = np.zeros(n), np.zeros(n, np.int64)
+        so_far = np.zeros(n)  # the env's rewards, for an episode cut at the cap
+        finished = np.zeros(n, bool)
+        obs = env.reset(EVAL_SEED_OFFSET + seed * n)
+        for t in range(config.eval.max_steps or MAX_STEPS):
+            out = env.step(np.asarray(policy(params, obs, np.int32(t))))
+            so_far += np.where(out.valid, out.reward, 0.0)
+            ended = out.done & ~finished
+            returns[ended], lengths[ended] = out.episode_return[ended], out.episode_length[ended]
+            finished |= out.done
+            if finished.all():
+                break
+            obs = out.obs
+        unfinished = ~finished  # cut at the cap: the return so far
+        returns[unfinished], lengths[unfinished] = so_far[unfinished], t + 1
+    finally:
+        env.close()
+    return step, returns, lengths
+
+
+def evaluate_host_run(
+    run_dir: Path, config: Config, episodes: int | None, mode: str | None, seed: int | None
+) -> dict:
+    """`evaluate.evaluate_run` for a host-env run (the same result keys)."""
+    eval_config = eval_settings(config.eval, episodes, mode)
+    seed = config.train.seed if seed is None else seed
+    step, returns, lengths = evaluate_host(
+        dataclasses.replace(config, eval=eval_config), run_dir, seed
+    )
+    return eval_result(run_dir, step, eval_config, seed, (returns, lengths))

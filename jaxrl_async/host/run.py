@@ -1,0 +1,245 @@
+"""A host-env run as the CLI and `trainer.train` start it (env.name=gymnasium:<id>): the
+executor's rounds grouped into log records (progress bar, metrics.jsonl, TensorBoard),
+checkpoints, resume, Ctrl-C and SIGTERM, and summary.json, as for a JAX env's run.
+
+A round (every actor's trajectory of pipeline.rollout_len steps, one update) is the unit
+a host run plans in: the plan's "host calls" are rounds (RunPlan ticks=1), records go
+out every train.log_every env steps, and checkpoints land on any round's boundary.
+
+Checkpoints hold the learner state (parameters, optimizer, learner hyperparameters), its
+update count and the rounds done. The learner's keys are folded with the round and the
+actors' with the global step, so both continue exactly; the host envs cannot be saved,
+so a resumed run restarts them from fresh seeded resets (`actor.reset_seed`) and acts
+its first pipeline.lag rounds with the restored parameters. It continues its counts and
+its learning, not bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_async import checkpoint as ckpt
+from jaxrl_async import rundir
+from jaxrl_async.compile_cache import configure_compile_cache
+from jaxrl_async.config import Config
+from jaxrl_async.errors import RunFailure, TrainingInterrupted, UserError
+from jaxrl_async.host.executor import (
+    Progress,
+    Start,
+    make_actor_envs,
+    make_host_agent,
+    run_executor,
+)
+from jaxrl_async.interrupts import interrupts_between_calls
+from jaxrl_async.layout import Layout
+from jaxrl_async.runlog import RunLog
+from jaxrl_async.runplan import RunPlan
+
+# Per-round keys of the executor's records that are not metrics to average.
+_NOT_LOGGED = ("round", "env_steps", "versions", "episode_return", "updates")
+
+
+def plan_host(config: Config, run_dir: Path | None, resume: bool) -> RunPlan:
+    """A host run's plan: one round per "host call", the learner on one device."""
+    platform = jax.default_backend()
+    layout = Layout(1, "fused", 0, platform, "host envs: one learner device", "actor threads")
+    if not resume:
+        return RunPlan(layout, 1, config.num_updates, config.batch_size)
+    if run_dir is None:
+        raise UserError("resuming needs the run directory")
+    point = rundir.resume_point(run_dir, config)
+    if config.num_updates <= point.calls:
+        raise UserError(
+            f"nothing to resume: {run_dir} is checkpointed at {point.step:,} env steps and "
+            f"train.total_steps={config.train.total_steps} adds no round of "
+            f"{config.batch_size:,} steps (e.g. train.total_steps={point.step + config.batch_size})"
+        )
+    return RunPlan(layout, 1, config.num_updates, config.batch_size, point)
+
+
+class Boundaries:
+    """What happens between rounds, in the learner's thread: a log record every
+    train.log_every env steps and at the end, a checkpoint every checkpoint.every."""
+
+    def __init__(self, config: Config, plan: RunPlan, log: RunLog, saver: ckpt.Checkpointer | None):
+        self.config, self.plan, self.log, self.saver = config, plan, log, saver
+        self.log_rounds = max(1, config.train.log_every // plan.batch)
+        self.pending: list[dict] = []
+        self.saved = self.rounds = plan.start_call  # rounds in the newest checkpoint, done
+        self.checkpoint_seconds = 0.0
+
+    def __call__(self, progress: Progress, record: dict) -> None:
+        metrics = {k: v for k, v in record.items() if k not in _NOT_LOGGED}
+        self.pending.append({**metrics, "policy_lag_max": metrics["policy_lag"]})
+        rounds = self.rounds = progress.rounds
+        if rounds % self.log_rounds == 0 or rounds == self.plan.num_calls:
+            self.flush(rounds)
+        every, batch = self.config.checkpoint.every, self.plan.batch
+        if every > 0 and rounds * batch // every > (rounds - 1) * batch // every:
+            self.save(progress, wait=rounds == self.plan.num_calls)
+
+    def flush(self, rounds: int | None = None) -> None:
+        if self.pending:
+            stacked = {k: np.asarray([m[k] for m in self.pending]) for k in self.pending[0]}
+            self.log.log(self.rounds if rounds is None else rounds, stacked)
+            self.pending = []
+
+    def save(self, progress: Progress, wait: bool) -> None:
+        """A checkpoint after `progress.rounds` rounds (metrics.jsonl reaches it first)."""
+        if self.saver is None or progress.rounds <= self.saved:
+            return
+        self.flush(progress.rounds)
+        started = time.perf_counter()
+        state = {"learner": progress.state, "updates": np.asarray(progress.updates, np.int64)}
+        meta = {
+            "env_steps": progress.rounds * self.plan.batch,
+            "calls": progress.rounds,
+            "ticks": 1,
+            "train_seconds": self.log.train_seconds(started),
+            "prng_impl": self.config.prng_impl,
+            "devices": 1,
+            "placement": "fused",
+            "config": self.config.to_yaml(),
+            "jax_version": jax.__version__,
+        }
+        self.saver.save(progress.rounds * self.plan.batch, state, meta, wait=wait)
+        self.saved = progress.rounds
+        blocked = time.perf_counter() - started
+        self.checkpoint_seconds += blocked
+        self.log.exclude(blocked)
+
+
+def _start(config: Config, agent, plan: RunPlan, run_dir: Path | None) -> Start:
+    """A fresh learner state, or the checkpoint's restored into its layout."""
+    key = jax.random.key(config.train.seed, impl=config.prng_impl)
+    state = jax.jit(agent.init)(jax.random.fold_in(key, 0))
+    if plan.point is None:
+        return Start(state)
+    assert run_dir is not None
+    like = {"learner": state, "updates": np.zeros((), np.int64)}
+    restored, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=plan.point.step)
+    rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
+    rundir.write_records(run_dir, plan.point.records)
+    return Start(restored["learner"], int(restored["updates"]), plan.point.calls)
+
+
+def train_host_run(
+    config: Config,
+    *,
+    run_dir: str | Path | None = None,
+    callbacks: Sequence[Callable[[dict], None]] = (),
+    resume: bool = False,
+    stop: threading.Event | None = None,
+):
+    """Train a host-env config as `trainer.train` does a JAX env's: a TrainResult.
+
+    Raises TrainingInterrupted after saving on Ctrl-C / SIGTERM (or `stop`, set from
+    another thread), and an ActorError (a RunFailure of one line) when an env fails;
+    checkpoints already written stay.
+    """
+    wall_start = time.perf_counter()
+    configure_compile_cache(config.train.compile_cache)
+    run_dir = None if run_dir is None else Path(run_dir)
+    plan, envs, agent, start = _open(config, run_dir, resume)
+    saver = (
+        None
+        if run_dir is None
+        else ckpt.Checkpointer(rundir.checkpoint_dir(run_dir), config.checkpoint.keep)
+    )
+    log = RunLog(config, plan, run_dir, callbacks, True)
+    boundaries = Boundaries(config, plan, log, saver)
+    stop = stop if stop is not None else threading.Event()
+    try:
+        with interrupts_between_calls(on_signal=stop.set):
+            result = run_executor(
+                config, agent, envs, stop=stop, start=start, after_round=boundaries
+            )
+        final = Progress(result["state"], result["updates"], start.round + result["rounds"], [])
+        boundaries.flush(final.rounds)
+        boundaries.save(final, wait=True)
+    except RunFailure as e:
+        boundaries.flush()
+        e.run_dir = run_dir if saver is not None and saver.steps() else None
+        raise
+    finally:
+        log.close()
+        if saver is not None:
+            saver.close()
+    if result["stopped_early"]:
+        raise TrainingInterrupted(final.rounds * plan.batch, run_dir)
+    summary = summarize_host(config, plan, result, wall_start, boundaries)
+    return _finish(config, log, result, summary, run_dir)
+
+
+def _open(config: Config, run_dir: Path | None, resume: bool):
+    """(plan, envs, agent, start), checked before the run directory is written."""
+    plan = plan_host(config, run_dir, resume)
+    if plan.point is None and run_dir is not None and run_dir.exists() and any(run_dir.iterdir()):
+        raise UserError(f"run directory {run_dir} exists and is not empty")
+    envs = make_actor_envs(config)
+    try:
+        agent = make_host_agent(config, envs[0].spec)
+        start = _start(config, agent, plan, run_dir)
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
+    if plan.point is None and run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(config.to_yaml())
+    return plan, envs, agent, start
+
+
+def _finish(config: Config, log: RunLog, result: dict, summary: dict, run_dir: Path | None):
+    """Write summary.json, print the closing line, return the TrainResult."""
+    from jaxrl_async.trainer import TrainResult
+
+    if run_dir is not None:
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    final_text = "-" if summary["final_return"] is None else f"{summary['final_return']:.1f}"
+    log.progress.write(
+        f"{config.name}: {summary['env_steps']:,} steps in {summary['wall_seconds']:.1f}s, "
+        f"{summary['sps']:,.0f} SPS, policy lag {summary['policy_lag']:.2f}, "
+        f"final return {final_text}" + (f" -> {run_dir}" if run_dir else "")
+    )
+    records = log.records
+    metrics = {k: np.asarray([r[k] for r in records]) for k in (records[0] if records else {})}
+    return TrainResult(state=result["state"], metrics=metrics, summary=summary, run_dir=run_dir)
+
+
+def summarize_host(
+    config: Config, plan: RunPlan, result: dict, wall_start: float, b: Boundaries
+) -> dict[str, Any]:
+    """summary.json of a host run: the keys of a JAX env's, and the executor's own."""
+    keep = ("sps", "train_seconds", "policy_lag", "policy_lag_max", "learner_wait_seconds")
+    times = ("learn_seconds", "actor_env_seconds", "actor_policy_seconds")
+    return {
+        "config": config.name,
+        "env": config.env.name,
+        "agent": config.agent.name,
+        "seed": config.train.seed,
+        "env_steps": plan.num_updates * plan.batch,
+        "updates": result["updates"],
+        "num_seeds": 1,
+        "resumed_from": None if plan.point is None else plan.point.step,
+        "final_return": result["final_return"],
+        "actor_threads": result["actor_threads"],
+        "lag": result["lag"],
+        **{k: result[k] for k in keep + times},
+        "checkpoint_seconds": b.checkpoint_seconds,
+        "wall_seconds": time.perf_counter() - wall_start,
+        "jax_version": jax.__version__,
+        "devices": [str(jax.devices()[0])],
+        "placement": "host",
+        "processes": 1,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }

@@ -1,0 +1,168 @@
+"""Host-env runs from the command line (`host/run.py`, `host/evaluate.py`): a run
+directory as for a JAX env (config, metrics.jsonl, TensorBoard, checkpoints, summary),
+resume that continues the counts from an exact learner state, eval, refusals before
+anything is written, an env that fails mid-run, and Ctrl-C.
+
+The runs step the tiny corridor of tests/helpers/host_envs.py, named as a user names their
+own env: `gymnasium:<module>:<id>`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl_async import checkpoint as ckpt
+from jaxrl_async.config import load_config
+from jaxrl_async.host.run import train_host_run
+from tests.helpers.cli import ROOT, run_cli_in_process, subprocess_env
+
+CORRIDOR = "gymnasium:tests.helpers.host_envs:HostCorridor-v0"
+FAULTY = "gymnasium:tests.helpers.host_envs:HostFaulty-v0"
+SMALL = [
+    "env.num_envs=4",
+    "pipeline.rollout_len=4",
+    "agent.hidden_sizes=[8]",
+    "agent.num_minibatches=2",
+    "train.log_every=32",
+    "train.progress=false",
+]
+
+
+def corridor_args(*overrides: str) -> list[str]:
+    """16 env steps a round; records every 2 rounds."""
+    return ["ppo_cartpole", f"env.name={CORRIDOR}", *SMALL, *overrides]
+
+
+def records(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_run_resume_and_eval_from_the_command_line(tmp_path):
+    run = tmp_path / "run"
+    args = corridor_args("train.total_steps=160", "checkpoint.every=64")
+    code, err = run_cli_in_process("train", *args, "--run-dir", str(run), cwd=tmp_path)
+    assert code == 0, err
+    assert {p.name for p in run.iterdir()} >= {"config.yaml", "metrics.jsonl", "summary.json"}
+    assert any(p.name.startswith("events.out.tfevents") for p in run.iterdir())
+    assert [r["env_steps"] for r in records(run)] == [32, 64, 96, 128, 160]
+    assert ckpt.steps(run / "checkpoints")[-1] == 160
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["env_steps"], summary["updates"], summary["actor_threads"]) == (160, 10, 1)
+
+    code, err = run_cli_in_process("resume", str(run), "total_steps=256", cwd=tmp_path)
+    assert code == 0, err
+    assert [r["env_steps"] for r in records(run)] == [32, 64, 96, 128, 160, 192, 224, 256]
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["resumed_from"], summary["updates"]) == (160, 16)
+
+    code, err = run_cli_in_process("eval", str(run), "--episodes", "3", cwd=tmp_path)
+    assert code == 0, err
+    result = json.loads((run / "eval.json").read_text())
+    assert result["episodes"] == 3 and result["env_steps"] == 256
+    assert all(np.isfinite(result["returns"])) and all(n >= 1 for n in result["lengths"])
+
+
+def test_checkpoint_holds_the_exact_learner_state(tmp_path):
+    """The learner state restored from a run's last checkpoint equals the state the run
+    ended with, leaf for leaf, and its update count is the run's."""
+    config = load_config("ppo_cartpole", [*corridor_args()[1:], "train.total_steps=96"])
+    result = train_host_run(config, run_dir=tmp_path / "run")
+    like = {"learner": result.state, "updates": np.zeros((), np.int64)}
+    restored, _ = ckpt.restore(tmp_path / "run" / "checkpoints", like)
+    assert int(restored["updates"]) == result.summary["updates"] == 6
+    for a, b in zip(jax.tree.leaves(restored["learner"]), jax.tree.leaves(result.state)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (["train.num_seeds=2"], "train.num_seeds > 1 is not supported"),
+        (["pipeline.actor_threads=8"], "exceeds env.num_envs=4"),
+        (["agent.memory=lstm"], "recurrent agents"),
+    ],
+)
+def test_refused_before_anything_is_written(tmp_path, overrides, match):
+    run = tmp_path / "run"
+    code, err = run_cli_in_process(
+        "train", *corridor_args(*overrides), "--run-dir", str(run), cwd=tmp_path
+    )
+    assert code == 2 and match in err and err.count("\n") == 1, err
+    assert not run.exists()
+
+
+def test_sweep_of_a_host_env_refused(tmp_path):
+    code, err = run_cli_in_process(
+        "sweep", *corridor_args("agent.learning_rate=[1e-4,1e-3]"), cwd=tmp_path
+    )
+    assert code == 2 and "sweeps are not supported" in err, err
+
+
+def test_env_failure_ends_the_run_in_one_line_and_keeps_the_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    args = [
+        "ppo_cartpole",
+        f"env.name={FAULTY}",
+        *SMALL,
+        "env.kwargs.fail_at=100",  # an env's 100th step: round 25 (4 steps a round)
+        "checkpoint.every=64",
+        "train.total_steps=100000",
+    ]
+    code, err = run_cli_in_process("train", *args, "--run-dir", str(run), cwd=tmp_path)
+    assert code == 1, err
+    assert err.count("\n") == 1 and "actor 0 raised RuntimeError: corridor broke" in err, err
+    assert f"resume with: jaxrl-async resume {run}" in err
+    assert ckpt.steps(run / "checkpoints")[-1] == 384  # the last boundary before it broke
+    assert not (run / "summary.json").exists()
+
+
+def test_envs_lists_gymnasium_ids(capsys):
+    from jaxrl_async import cli
+
+    assert cli.main(["envs", "gymnasium"]) == 0
+    out = capsys.readouterr().out
+    assert "env.name=gymnasium:<id>" in out and "CartPole-v1" in out
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_exits_130_and_the_hint_resumes(tmp_path):
+    """SIGINT mid-run: the run saves and exits 130 within seconds, every actor thread
+    ended, and the printed `resume with:` command finishes the run."""
+    run = tmp_path / "run"
+    args = corridor_args("train.total_steps=64000", "train.log_every=640")
+    cmd = [sys.executable, "-m", "jaxrl_async", "train", *args, "--run-dir", str(run)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=subprocess_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "metrics.jsonl").is_file() or not records(run):
+            assert proc.poll() is None and time.monotonic() < deadline, "no record came"
+            time.sleep(0.2)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 15
+    hint = err.strip().splitlines()[-1].split("resume with: ", 1)[1]
+    saved = ckpt.steps(run / "checkpoints")[-1]
+    assert 0 < saved < 64000
+    done = subprocess.run(
+        [sys.executable, "-m", "jaxrl_async", *hint.split()[1:]],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resumed_from"] == saved and summary["env_steps"] == 64000
