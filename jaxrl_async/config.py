@@ -263,7 +263,6 @@ def _validate_host(config: Config) -> None:
     starts."""
     env, pipeline = config.env, config.pipeline
     refusals = [
-        (config.agent.off_policy, "off-policy agents (replay) are not supported yet"),
         (config.agent.recurrent, "recurrent agents are not supported yet"),
         (config.train.num_seeds != 1, "train.num_seeds > 1 is not supported (one run per process)"),
         (

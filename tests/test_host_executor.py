@@ -220,11 +220,6 @@ def test_impala_trains_at_lag_1():
     assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(result["params"]))
 
 
-def test_off_policy_agent_refused_in_one_line():
-    with pytest.raises(ConfigError, match="off-policy agents"):
-        load_config("dqn_cartpole", [f"env.name={CORRIDOR}"])
-
-
 def test_ppo_builds_as_a_host_agent():
     config = corridor_config()
     envs = make_actor_envs(config)

@@ -1,12 +1,16 @@
-"""The actor–learner executor for host envs, on-policy agents: actor threads step their
-envs and hand trajectories through bounded queues; the learner, in the calling thread,
-runs the agent's own `learn` on each round of them and publishes parameters back.
+"""The actor–learner executor for host envs: actor threads step their envs and hand
+trajectories through bounded queues; the learner, in the calling thread, runs the agent's
+own `learn` on each round of them and publishes parameters back. An off-policy agent's
+learner stores each round in a replay on its device and learns from that instead
+(`replay_learner.py`).
 
 - Actors: `pipeline.actor_threads` threads, thread k owning a `GymnasiumVecEnv` over its
   slice of `env.num_envs` (env i of a fresh run resets from `train.seed + i`), acting
   with the agent's `act` jitted on the actor's device (`actor.py`).
-- Rounds: the learner's r-th update consumes round r of every actor, concatenated over
-  envs into the [T, B] trajectory the JAX pipeline would hand `agent.learn`.
+- Rounds: the learner's r-th step consumes round r of every actor, concatenated over
+  envs into the [T, B] trajectory the JAX pipeline would hand `agent.learn` (off-policy:
+  store in the replay, then `updates_per_tick` updates once learning has started; the
+  round counts as one update, as a tick of the JAX pipeline does).
 - Versions: round i is acted by parameter slot max(0, i - lag) (`params.py`), so every
   sample's version tag is exact and `policy_lag` is measured from the tags;
   `pipeline.max_staleness` skips updates on older data as `ticks.make_learn` does. Each
@@ -38,6 +42,7 @@ from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Trajectory, make_policy, run_actor
 from jaxrl_async.host.gymnasium_env import PREFIX, GymnasiumVecEnv, make_gymnasium
 from jaxrl_async.host.params import ParamStore
+from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.stopping import RunStop, get
 from jaxrl_async.types import Agent, BuildContext
 
@@ -76,10 +81,10 @@ def make_host_agent(config: Config, spec) -> Agent:
     """The agent of `config.agent` for envs of `spec` (one learner device: no axis)."""
     ctx = BuildContext(spec, config.env.num_envs, config.pipeline.rollout_len, config.num_updates)
     agent = make_agent(config.agent, ctx)
-    if agent.data != "trajectory" or agent.recurrent:
+    if agent.data not in ("trajectory", "replay") or agent.recurrent:
         raise ConfigError(
             f"host env {config.env.name}: agent {config.agent.name} is not a memoryless "
-            "on-policy agent (the only kind the host executor runs yet)"
+            "agent (the only kind the host executor runs yet)"
         )
     return agent
 
@@ -92,6 +97,7 @@ class Learner(NamedTuple):
     max_staleness: int  # -1: never skip
     device: Any
     rounds: int  # the round the run ends before: one update per round
+    replay: ReplayLearner | None = None  # off-policy agents: the replay's learner step
 
 
 class Progress(NamedTuple):
@@ -101,6 +107,7 @@ class Progress(NamedTuple):
     updates: int  # updates applied (the version of the newest parameters)
     rounds: int  # rounds consumed, a resumed run's earlier ones included
     episode_returns: list  # raw returns of every episode that ended, in round order
+    replay: Any = None  # off-policy: the ReplayCarry (replay and carried window)
 
 
 class Start(NamedTuple):
@@ -109,6 +116,7 @@ class Start(NamedTuple):
     state: Any
     updates: int = 0
     round: int = 0
+    replay: Any = None  # off-policy: the ReplayCarry to continue from (None: a fresh one)
 
 
 def next_round(queues: Sequence[queue.Queue], stop: RunStop) -> list[Trajectory] | None:
@@ -146,9 +154,12 @@ def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r
     traj = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *[p.traj for p in parts])
     staleness = progress.updates - int(traj.version.min())
     skip = 0 <= learner.max_staleness < staleness
-    state, updates, metrics = progress.state, progress.updates, {}
-    if not skip:
-        key = jax.random.fold_in(learner.key, r)
+    state, updates, replay, metrics = progress.state, progress.updates, progress.replay, {}
+    key = jax.random.fold_in(learner.key, r)
+    if learner.replay is not None:  # off-policy (max_staleness is refused for these)
+        state, replay, metrics, learned = learner.replay.learn(state, replay, traj, r, key)
+        updates += int(learned)
+    elif not skip:
         state, metrics = learner.learn(state, jax.device_put(traj, learner.device), key)
         updates += 1
     returns = progress.episode_returns + [p.episode_returns for p in parts]
@@ -157,7 +168,7 @@ def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r
         "policy_lag": float(staleness),
         "skipped_updates": float(skip),
     }
-    return Progress(state, updates, r + 1, returns), metrics
+    return Progress(state, updates, r + 1, returns, replay), metrics
 
 
 def start_actors(
@@ -304,13 +315,16 @@ def run_executor(
         config.pipeline.max_staleness,
         jax.devices()[0],
         config.num_updates,
+        ReplayLearner(agent, config, envs[0].spec) if agent.data == "replay" else None,
     )
+    if learner.replay is not None and start.replay is None:
+        start = start._replace(replay=learner.replay.init())
     store.publish(start.round, start.state.params, start.updates)
     threads, queues = start_actors(agent, envs, config, (store, run_stop, start.round))
     try:
         progress, stats = learner_loop(
             learner,
-            Progress(start.state, start.updates, start.round, []),
+            Progress(start.state, start.updates, start.round, [], start.replay),
             queues,
             (store, run_stop),
             hooks,
@@ -332,6 +346,7 @@ def run_executor(
         "final_return": final_return(progress.episode_returns, config.env.num_envs),
         "params": jax.device_get(progress.state.params),
         "state": progress.state,
+        "replay": progress.replay,
     }
 
 

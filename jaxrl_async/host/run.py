@@ -7,11 +7,12 @@ a host run plans in: the plan's "host calls" are rounds (RunPlan ticks=1), recor
 out every train.log_every env steps, and checkpoints land on any round's boundary.
 
 Checkpoints hold the learner state (parameters, optimizer, learner hyperparameters), its
-update count and the rounds done. The learner's keys are folded with the round and the
-actors' with the global step, so both continue exactly; the host envs cannot be saved,
-so a resumed run restarts them from fresh seeded resets (`actor.reset_seed`) and acts
-its first pipeline.lag rounds with the restored parameters. It continues its counts and
-its learning, not bit for bit.
+update count and the rounds done; an off-policy run's also its replay and the steps its
+window carries into the next round (`replay_learner.ReplayCarry`), restored exactly. The
+learner's keys are folded with the round and the actors' with the global step, so both
+continue exactly; the host envs cannot be saved, so a resumed run restarts them from
+fresh seeded resets (`actor.reset_seed`) and acts its first pipeline.lag rounds with the
+restored parameters. It continues its counts and its learning, not bit for bit.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from jaxrl_async.host.executor import (
     make_host_agent,
     run_executor,
 )
+from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
 from jaxrl_async.interrupts import interrupts_between_calls
 from jaxrl_async.layout import Layout
 from jaxrl_async.runlog import RunLog
@@ -99,7 +101,7 @@ class Boundaries:
             return
         self.flush(progress.rounds)
         started = time.perf_counter()
-        state = {"learner": progress.state, "updates": np.asarray(progress.updates, np.int64)}
+        state = saved_state(progress.state, progress.updates, progress.replay)
         meta = {
             "env_steps": progress.rounds * self.plan.batch,
             "calls": progress.rounds,
@@ -118,18 +120,35 @@ class Boundaries:
         self.log.exclude(blocked)
 
 
-def _start(config: Config, agent, plan: RunPlan, run_dir: Path | None) -> Start:
+def saved_state(learner, updates: int, replay=None) -> dict:
+    """The pytree a checkpoint holds: {"learner", "updates"}, and off-policy "replay"
+    (the ReplayCarry: the replay and its carried window; no window while it holds none)."""
+    state = {"learner": learner, "updates": np.asarray(updates, np.int64)}
+    if replay is not None:
+        state["replay"] = {"replay": replay.replay}
+        if replay.window is not None:
+            state["replay"]["window"] = replay.window
+    return state
+
+
+def _start(config: Config, agent, spec, plan: RunPlan, run_dir: Path | None) -> Start:
     """A fresh learner state, or the checkpoint's restored into its layout."""
     key = jax.random.key(config.train.seed, impl=config.prng_impl)
     state = jax.jit(agent.init)(jax.random.fold_in(key, 0))
     if plan.point is None:
         return Start(state)
     assert run_dir is not None
-    like = {"learner": state, "updates": np.zeros((), np.int64)}
+    replay = None
+    if agent.data == "replay":
+        replay = ReplayLearner(agent, config, spec).template(plan.point.calls)
+    like = saved_state(state, 0, replay)
     restored, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=plan.point.step)
     rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
     rundir.write_records(run_dir, plan.point.records)
-    return Start(restored["learner"], int(restored["updates"]), plan.point.calls)
+    if replay is not None:
+        saved = restored["replay"]
+        replay = ReplayCarry(saved["replay"], saved.get("window"))
+    return Start(restored["learner"], int(restored["updates"]), plan.point.calls, replay)
 
 
 def train_host_run(
@@ -163,7 +182,8 @@ def train_host_run(
             result = run_executor(
                 config, agent, envs, stop=stop, start=start, after_round=boundaries
             )
-        final = Progress(result["state"], result["updates"], start.round + result["rounds"], [])
+        rounds = start.round + result["rounds"]
+        final = Progress(result["state"], result["updates"], rounds, [], result["replay"])
         boundaries.flush(final.rounds)
         boundaries.save(final, wait=True)
     except RunFailure as e:
@@ -188,7 +208,7 @@ def _open(config: Config, run_dir: Path | None, resume: bool):
     envs = make_actor_envs(config)
     try:
         agent = make_host_agent(config, envs[0].spec)
-        start = _start(config, agent, plan, run_dir)
+        start = _start(config, agent, envs[0].spec, plan, run_dir)
     except BaseException:
         for env in envs:
             env.close()

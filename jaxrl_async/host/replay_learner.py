@@ -1,0 +1,136 @@
+"""The host executor's learner for off-policy agents (`agent.data == "replay"`: the DQN
+family, SAC, TD3): the replay stays on the learner's device, beside the agent's state.
+
+Each round the learner runs one jitted step, built from the JAX pipeline's replay stage
+(`offpolicy.make_replay_stage`), not a copy of it:
+
+    window = the steps carried from earlier rounds, then this round's trajectory [T, B]
+    store:  the n-step transitions starting at every window step whose n-step future is
+            known (window length - n + 1 of them) -> the replay
+    learn:  `stage.learn`: updates_per_tick times sample, the agent's `learn`, priorities
+            written back, once `replay.learning_starts` env steps were taken
+    carry:  the window's last n - 1 steps, for the next round
+
+So every env step is stored exactly once, as the start of one n-step transition, windows
+crossing rounds as they cross ticks in the JAX pipeline. The JAX pipeline prefills its
+first window before the first tick; a host run has no prefill, so its first round stores
+T - n + 1 steps per env and the carried window grows to its n - 1 steps over the first
+rounds (`carried_steps`). The clock the stage reads is the env steps of all rounds so
+far, this one's included: the importance-weight exponent anneals over it and learning
+starts once it reaches `learning_starts`.
+
+The replay and the carried window are part of the learner's state (`ReplayCarry`), which
+a checkpoint holds and a resume restores exactly (`template` gives its shapes for a
+number of rounds done). The window holds only what n-step transitions read: the
+actor's extras are dropped, and every field is cast to the env spec's dtypes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_async.offpolicy import make_replay_stage
+from jaxrl_async.types import Agent, Transition
+
+
+class ReplayCarry(NamedTuple):
+    """What the off-policy learner keeps on its device across rounds."""
+
+    replay: Any  # the replay state (ring or prioritized), one device's, no device axis
+    window: Any  # Transition [carried_steps(rounds), B, ...], None while it holds none
+
+
+def step_example(spec, num_envs: int) -> Transition:
+    """Zeros of one step of every env [1, B, ...] in the dtypes the window keeps."""
+
+    def zeros(shape, dtype):
+        return np.zeros((1, num_envs, *shape), dtype)
+
+    if isinstance(spec.obs_shape, dict):
+        obs: Any = {k: zeros(s, spec.obs_dtype[k]) for k, s in spec.obs_shape.items()}
+    else:
+        obs = zeros(spec.obs_shape, spec.obs_dtype)
+    return Transition(
+        obs=obs,
+        action=zeros(spec.action_shape, spec.action_dtype),
+        reward=zeros((), np.float32),
+        terminated=zeros((), np.bool_),
+        truncated=zeros((), np.bool_),
+        next_obs=jax.tree.map(np.copy, obs),
+        extras={},
+        version=zeros((), np.int32),
+    )
+
+
+def _concat(a, b):
+    return b if a is None else jax.tree.map(lambda x, y: jnp.concatenate([x, y]), a, b)
+
+
+class ReplayLearner:
+    """The off-policy learner's step and state, for `agent` on envs of `spec`."""
+
+    def __init__(self, agent: Agent, config, spec):
+        assert agent.replay is not None and agent.data == "replay"
+        if agent.replay.sequence_length:
+            raise ValueError("the host executor does not replay sequences (recurrent agents)")
+        self.n = agent.replay.n_step
+        self.rollout_len = config.pipeline.rollout_len
+        self.batch = config.batch_size
+        self.learning_starts = config.replay.learning_starts
+        self.example = step_example(spec, config.env.num_envs)
+        self.stage = make_replay_stage(
+            agent.replay, config.replay, 1, config.num_updates * config.batch_size
+        )
+        self._step = jax.jit(functools.partial(self._round, agent.learn))
+
+    def carried_steps(self, rounds: int) -> int:
+        """The steps the window carries after `rounds` rounds: n - 1 once it has them."""
+        return min(self.n - 1, rounds * self.rollout_len)
+
+    def _zeros_window(self, steps: int):
+        return jax.tree.map(lambda x: np.repeat(x, steps, axis=0), self.example)
+
+    def init(self) -> ReplayCarry:
+        """An empty replay and no carried window (a fresh run)."""
+        item = self.stage.example(self._zeros_window(self.n))
+        return ReplayCarry(jax.jit(self.stage.init)(item), None)
+
+    def template(self, rounds: int) -> ReplayCarry:
+        """A ReplayCarry shaped as after `rounds` rounds (a checkpoint's template)."""
+        fresh = self.init()
+        steps = self.carried_steps(rounds)
+        return fresh._replace(window=self._zeros_window(steps) if steps else None)
+
+    def as_window(self, traj: Transition) -> Transition:
+        """A round's trajectory [T, B] with what the window keeps, in its dtypes."""
+        kept = traj._replace(extras={}, memory=None)
+        return jax.tree.map(lambda x, like: np.asarray(x, like.dtype), kept, self.example)
+
+    def _round(self, agent_learn, learner, carry: ReplayCarry, traj, env_steps, key):
+        window = _concat(carry.window, traj)
+        replay = carry.replay
+        steps = window.reward.shape[0]
+        if steps >= self.n:  # static: false only in the first rounds when T < n
+            replay = self.stage.store(replay, window)
+        else:  # nothing stored yet: wait (the stage learns from env_steps >= learning_starts)
+            env_steps = jnp.minimum(env_steps, self.learning_starts - 1)
+        learner, replay, metrics, learned = self.stage.learn(
+            agent_learn, learner, replay, env_steps, key
+        )
+        keep = min(self.n - 1, steps)
+        carried = jax.tree.map(lambda x: x[steps - keep :], window) if keep else None
+        return learner, ReplayCarry(replay, carried), metrics, learned
+
+    def learn(self, learner, carry: ReplayCarry, traj: Transition, r: int, key):
+        """(learner, carry, metrics, learned: bool) after round r's trajectory [T, B]."""
+        env_steps = jnp.int32((r + 1) * self.batch)
+        learner, carry, metrics, learned = self._step(
+            learner, carry, self.as_window(traj), env_steps, key
+        )
+        metrics = {**metrics, "learning": learned.astype(jnp.float32)}
+        return learner, carry, metrics, bool(learned)
