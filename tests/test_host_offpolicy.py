@@ -233,7 +233,7 @@ def test_dqn_learns_gymnasium_cartpole():
                 "pipeline.lag=1",
                 "replay.learning_starts=1000",
                 "agent.epsilon_decay_steps=10000",
-                "train.total_steps=30000",
+                "train.total_steps=100000",
                 f"train.seed={seed}",
             ],
         )

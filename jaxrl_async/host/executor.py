@@ -279,6 +279,19 @@ def final_return(episode_returns: list, window: int) -> float | None:
     return float(returns[-window:].mean()) if returns.size else None
 
 
+def make_learner(config: Config, agent: Agent, spec, key: jax.Array) -> Learner:
+    """The learner of a run of `config` (`key`: the run's key); off-policy, with the
+    replay's learner step for envs of `spec`."""
+    return Learner(
+        jax.jit(agent.learn),
+        jax.random.fold_in(key, 2),
+        config.pipeline.max_staleness,
+        jax.devices()[0],
+        config.num_updates,
+        ReplayLearner(agent, config, spec) if agent.data == "replay" else None,
+    )
+
+
 def _as_hook(callback: Callable[[dict], None]) -> Callable[[Progress, dict], None]:
     """A callback of records as a learner-loop hook."""
     return lambda progress, record: callback(record)
@@ -309,14 +322,7 @@ def run_executor(
         start = Start(jax.jit(agent.init)(jax.random.fold_in(key, 0)))
     run_stop = RunStop(stop)
     store = ParamStore(config.pipeline.lag, start.round)
-    learner = Learner(
-        jax.jit(agent.learn),
-        jax.random.fold_in(key, 2),
-        config.pipeline.max_staleness,
-        jax.devices()[0],
-        config.num_updates,
-        ReplayLearner(agent, config, envs[0].spec) if agent.data == "replay" else None,
-    )
+    learner = make_learner(config, agent, envs[0].spec, key)
     if learner.replay is not None and start.replay is None:
         start = start._replace(replay=learner.replay.init())
     store.publish(start.round, start.state.params, start.updates)
