@@ -209,12 +209,18 @@ def start_actors(
 
 
 class LoopTimes:
-    """Where the learner thread's time went: waiting for rounds, and learning."""
+    """Where the time of the rounds after the first went: the learner thread's waiting
+    for rounds and learning, the slowest actor's in env.step and in the policy."""
 
     def __init__(self) -> None:
         self.started = self.first_done = time.perf_counter()
         self.wait = self.learn = 0.0
         self.env = self.policy = 0.0  # the slowest actor's, summed over rounds
+
+    def add(self, wait: float, learn: float, record: dict) -> None:
+        self.wait, self.learn = self.wait + wait, self.learn + learn
+        self.env += record["actor_env_seconds"]
+        self.policy += record["actor_policy_seconds"]
 
     def stats(self, rounds: int, batch: int) -> dict:
         ended = time.perf_counter()
@@ -222,6 +228,8 @@ class LoopTimes:
             # env steps per second after the first round (whose compiles it leaves out)
             "sps": (rounds - 1) * batch / (ended - self.first_done) if rounds > 1 else math.nan,
             "train_seconds": ended - self.started,
+            # the first round: the policy's and the learner's compiles, and its steps
+            "compile_seconds": self.first_done - self.started,
             "learner_wait_seconds": self.wait,
             "learn_seconds": self.learn,
             "actor_env_seconds": self.env,
@@ -248,15 +256,13 @@ def learner_loop(
         if parts is None:
             break
         learning = time.perf_counter()
-        times.wait += learning - waited
         batch = sum(p.traj.reward.size for p in parts)
         record = round_record(parts, r, batch)
         progress, metrics = learn_round(learner, progress, parts, r)
         store.publish(r + 1, progress.state.params, progress.updates)
         jax.block_until_ready(progress.state)
-        times.learn += time.perf_counter() - learning
-        times.env += record["actor_env_seconds"]
-        times.policy += record["actor_policy_seconds"]
+        if r > first:  # the first round, its compiles included, is compile_seconds
+            times.add(learning - waited, time.perf_counter() - learning, record)
         lags.append(metrics["policy_lag"])
         if r == first:
             times.first_done = time.perf_counter()
@@ -323,6 +329,9 @@ def run_executor(
     run_stop = RunStop(stop)
     store = ParamStore(config.pipeline.lag, start.round)
     learner = make_learner(config, agent, envs[0].spec, key)
+    # Committed to the learner's device, as learn's outputs are: else the second update
+    # compiles learn again (committed and uncommitted inputs are distinct programs).
+    start = start._replace(state=jax.device_put(start.state, learner.device))
     if learner.replay is not None and start.replay is None:
         start = start._replace(replay=learner.replay.init())
     store.publish(start.round, start.state.params, start.updates)

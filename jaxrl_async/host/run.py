@@ -240,7 +240,8 @@ def summarize_host(
     config: Config, plan: RunPlan, result: dict, wall_start: float, b: Boundaries
 ) -> dict[str, Any]:
     """summary.json of a host run: the keys of a JAX env's, and the executor's own."""
-    keep = ("sps", "train_seconds", "policy_lag", "policy_lag_max", "learner_wait_seconds")
+    keep: tuple[str, ...] = ("sps", "train_seconds", "compile_seconds", "policy_lag")
+    keep += ("policy_lag_max", "learner_wait_seconds")
     times = ("learn_seconds", "actor_env_seconds", "actor_policy_seconds")
     return {
         "config": config.name,
