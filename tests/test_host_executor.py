@@ -190,7 +190,6 @@ def test_actor_threads_do_not_change_the_run():
     ("overrides", "match"),
     [
         (["pipeline.actor_threads=5"], "actor_threads=5 exceeds env.num_envs=4"),
-        (["agent.memory=gru"], "recurrent agents"),
         (["train.num_seeds=2"], "train.num_seeds > 1"),
         (["eval.every=64"], "periodic evaluation"),
         (["pipeline.placement=split", "pipeline.lag=1"], "placement=split"),

@@ -214,7 +214,7 @@ def test_checkpoint_and_resume_continue_with_the_exact_replay(tmp_path, monkeypa
 
 
 def test_recurrent_still_refused_and_max_staleness_refused_off_policy():
-    with pytest.raises(ConfigError, match="recurrent agents are not supported"):
+    with pytest.raises(ConfigError, match="recurrent off-policy agents"):
         load_config("r2d2_cartpole_masked", [f"env.name={CORRIDOR}"])
     with pytest.raises(ConfigError, match="max_staleness applies to on-policy"):
         dqn_config("pipeline.lag=1", "pipeline.max_staleness=1")

@@ -87,7 +87,6 @@ def test_checkpoint_holds_the_exact_learner_state(tmp_path):
     [
         (["train.num_seeds=2"], "train.num_seeds > 1 is not supported"),
         (["pipeline.actor_threads=8"], "exceeds env.num_envs=4"),
-        (["agent.memory=lstm"], "recurrent agents"),
     ],
 )
 def test_refused_before_anything_is_written(tmp_path, overrides, match):

@@ -3,10 +3,11 @@ EnvPool), for an actor–learner split with actor threads.
 
 What exists: the adapters, which build a vector env by name, map its spaces onto the
 `EnvSpec` the JAX suites use and give every step as a `HostStep` with exact episode
-semantics; and the actor–learner executor for memoryless on-policy agents
-(`executor.train_host`): actor threads, bounded queues of trajectories tagged with the
-parameter version that acted them, the learner running the agent's own `learn`. Not yet:
-recurrent and off-policy agents, the CLI, logging sinks and checkpoints.
+semantics; and the actor–learner executor (`executor.train_host`, and `run.py` for the
+CLI's runs with logs and checkpoints): actor threads, bounded queues of trajectories
+tagged with the parameter version that acted them, the learner running the agent's own
+`learn` (on-policy agents, recurrent PPO and IMPALA among them) or a replay on its
+device (off-policy agents). Not yet: recurrent off-policy agents (R2D2).
 """
 
 from jaxrl_async.host.actor import ActorPlan, Trajectory

@@ -8,6 +8,14 @@ log-probabilities) and version, the update count of the parameters that acted, o
 step. Randomness follows the JAX rollout's rule: the key of global step s is the actor
 key folded with s, and each env's key that one folded with the env's global index, so
 the actions do not depend on how the envs are split over actor threads.
+
+A recurrent agent's actor keeps each env's carry across steps and rounds as the JAX
+rollout does (`rollout.rollout_step`): every env starts at an episode's start (the
+agent's `init_carry`), and after a step whose episode ended (terminated or truncated)
+the env's next step is an episode start, where the agent resets the carry before it
+reads the observation. Each step of the trajectory records the `Memory` the actor acted
+from (the carry before that reset, and the episode-start flag), which the agent's
+`learn` re-runs its sequences from.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.host_env import HostStep
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.stopping import RunStop, put
-from jaxrl_async.types import ActorClock, Agent, Transition
+from jaxrl_async.types import ActorClock, Agent, Memory, Transition
 
 
 class Trajectory(NamedTuple):
@@ -62,17 +70,40 @@ def reset_seed(plan: ActorPlan) -> int:
 
 def make_policy(agent: Agent, key: jax.Array, plan: ActorPlan, local_envs: int) -> Callable:
     """policy(params, obs [B_k, ...], step) -> (action, extras): the agent's `act` at
-    global step `step`, jitted (compiled on the device its parameters are on)."""
+    global step `step`, jitted (compiled on the device its parameters are on). For a
+    recurrent agent policy(params, memory, obs, step) -> (carry, action, extras), with
+    `memory` the envs' Memory [B_k, ...] (`act`)."""
     index = plan.first_env + jnp.arange(local_envs, dtype=jnp.int32)
     num_envs = plan.num_envs
 
-    def policy(params, obs, step):
+    def inputs(step):
         step_key = jax.random.fold_in(key, step)
         keys = jax.vmap(jax.random.fold_in, (None, 0))(step_key, index)
-        clock = ActorClock(step * num_envs, index, num_envs)
-        return agent.act(params, obs, keys, clock)
+        return keys, ActorClock(step * num_envs, index, num_envs)
 
-    return jax.jit(policy)
+    def policy(params, obs, step):
+        return agent.act(params, obs, *inputs(step))
+
+    def carried(params, memory, obs, step):
+        return agent.act(params, memory.carry, obs, memory.episode_start, *inputs(step))
+
+    return jax.jit(carried if agent.recurrent else policy)
+
+
+def act(policy: Callable, params: Any, memory: Memory | None, obs: Any, step: int):
+    """(carry, action, extras) in numpy: `policy` at global step `step` (the carry None
+    for a memoryless agent)."""
+    if memory is None:
+        return None, *jax.device_get(policy(params, obs, np.int32(step)))
+    return jax.device_get(policy(params, memory, obs, np.int32(step)))
+
+
+def next_memory(memory: Memory | None, carry: Any, step: HostStep) -> Memory | None:
+    """What each env's next step acts from: the carry `act` returned, and an episode
+    start where this step ended the episode (the JAX rollout's rule)."""
+    if memory is None:
+        return None
+    return Memory(carry, step.terminated | step.truncated)
 
 
 def _check_obs(obs: Any, what: str) -> None:
@@ -97,20 +128,22 @@ def rollout(
     env: GymnasiumVecEnv,
     policy: Callable,
     acting: tuple[Any, int],
-    obs: Any,
+    start: tuple[Any, Memory | None],
     first_step: int,
     length: int,
-) -> tuple[Any, Transition, list[HostStep], tuple[float, float]]:
-    """`length` steps of `env` from `obs` with `acting` = (parameters, their version):
-    (the last observation, the trajectory [T, B_k, ...] in numpy, the steps as given,
-    (seconds in env.step, seconds in the policy))."""
+) -> tuple[tuple[Any, Memory | None], Transition, list[HostStep], tuple[float, float]]:
+    """`length` steps of `env` from `start` = (the observation, the envs' Memory or None)
+    with `acting` = (parameters, their version): (where the next round starts, the
+    trajectory [T, B_k, ...] in numpy, the steps as given, (seconds in env.step, seconds
+    in the policy))."""
     params, version = acting
+    obs, memory = start
     steps: list[Transition] = []
     host_steps: list[HostStep] = []
     env_seconds = policy_seconds = 0.0
     for t in range(length):
         started = time.perf_counter()
-        action, extras = jax.device_get(policy(params, obs, np.int32(first_step + t)))
+        carry, action, extras = act(policy, params, memory, obs, first_step + t)
         stepped = time.perf_counter()
         step = env.step(action)
         env_seconds += time.perf_counter() - stepped
@@ -125,12 +158,13 @@ def rollout(
             "next_obs": step.final_obs,
             "extras": extras,
             "version": np.full(step.reward.shape, version, np.int32),
+            "memory": memory,
         }
         steps.append(Transition(**fields))
         host_steps.append(step)
-        obs = step.obs
+        obs, memory = step.obs, next_memory(memory, carry, step)
     traj = jax.tree.map(lambda *xs: np.stack(xs), *steps)
-    return obs, traj, host_steps, (env_seconds, policy_seconds)
+    return (obs, memory), traj, host_steps, (env_seconds, policy_seconds)
 
 
 def _episodes(host_steps: list[HostStep]) -> tuple[np.ndarray, np.ndarray]:
@@ -148,15 +182,17 @@ def run_actor(
     store: ParamStore,
     out: queue.Queue,
     stop: RunStop,
+    memory: Memory | None = None,
 ) -> None:
     """The actor thread's body: rounds `plan.first_round` to `plan.rounds` into `out`,
-    each acted by the parameters its round's slot holds (on `policy`'s device). Any
-    exception, the env's or a non-finite step's, stops the run as one line naming the
-    env; the env is closed however the thread ends."""
+    each acted by the parameters its round's slot holds (on `policy`'s device); a
+    recurrent agent's carries start from `memory` (`Agent.initial_memory`: every env at
+    an episode's start). Any exception, the env's or a non-finite step's, stops the run
+    as one line naming the env; the env is closed however the thread ends."""
     device = plan.device or jax.devices()[0]
     try:
-        obs = env.reset(reset_seed(plan))
-        _check_obs(obs, "observation")
+        start = (env.reset(reset_seed(plan)), jax.device_get(memory))
+        _check_obs(start[0], "observation")
         acting: tuple[Any, int] | None = None
         acting_slot = -1
         for i in range(plan.first_round, plan.rounds):
@@ -169,8 +205,8 @@ def run_actor(
                 acting_slot = slot
             assert acting is not None
             first_step = i * plan.rollout_len
-            obs, traj, host_steps, seconds = rollout(
-                env, policy, acting, obs, first_step, plan.rollout_len
+            start, traj, host_steps, seconds = rollout(
+                env, policy, acting, start, first_step, plan.rollout_len
             )
             returns, lengths = _episodes(host_steps)
             if not put(out, Trajectory(i, plan.actor, traj, returns, lengths, *seconds), stop):

@@ -3,7 +3,9 @@ envs, the first episode of each of eval.episodes envs (as for a JAX env's run), 
 return the raw game score.
 
 The envs reset from seed 10**6 + `seed`'s own range, never a training env's seed; a
-greedy evaluation acts with `agent.greedy`, a sampled one with `agent.act`.
+greedy evaluation acts with `agent.greedy`, a sampled one with `agent.act`. A recurrent
+agent's carry starts each env at its `init_carry` and follows it through the episode
+(`Agent.greedy_carried`, `act_carried`), as the actor's does in training.
 """
 
 from __future__ import annotations
@@ -22,27 +24,39 @@ from jaxrl_async.errors import ConfigError
 from jaxrl_async.evaluate import eval_result, eval_settings
 from jaxrl_async.host.executor import make_host_agent
 from jaxrl_async.host.gymnasium_env import make_gymnasium
-from jaxrl_async.types import ActorClock
+from jaxrl_async.types import ActorClock, Memory
 
 EVAL_SEED_OFFSET = 10**6  # eval envs reset from seeds no training run of < 1M envs uses
 MAX_STEPS = 10_000  # eval.max_steps=0 caps an episode here when the env has no limit
 
 
 def _policy(agent, mode: str, seed: int, envs: int):
-    """policy(params, obs, step) -> action, jitted: the greedy action or a draw."""
+    """policy(params, memory, obs, step) -> (carry, action), jitted: the greedy action or
+    a draw (`memory` the envs' Memory; None, and the carry None, for a memoryless agent)."""
     if mode == "greedy":
         if agent.greedy is None:
             raise ConfigError("this agent has no greedy action; evaluate with --mode sample")
-        greedy = agent.greedy
-        return jax.jit(lambda params, obs, step: greedy(params, obs))
+
+        def greedy(params, memory, obs, step):
+            carry, episode_start = _split(memory)
+            return agent.greedy_carried(params, carry, obs, episode_start)
+
+        return jax.jit(greedy)
     key = jax.random.fold_in(jax.random.key(seed), 3)
     index = jnp.arange(envs, dtype=jnp.int32)
 
-    def sample(params, obs, step):
+    def sample(params, memory, obs, step):
         keys = jax.vmap(jax.random.fold_in, (None, 0))(jax.random.fold_in(key, step), index)
-        return agent.act(params, obs, keys, ActorClock(step * envs, index, envs))[0]
+        carry, episode_start = _split(memory)
+        clock = ActorClock(step * envs, index, envs)
+        return agent.act_carried(params, carry, obs, episode_start, keys, clock)[:2]
 
     return jax.jit(sample)
+
+
+def _split(memory: Memory | None) -> tuple:
+    """(the carry, the episode-start flags) of the envs' Memory; (None, None) without."""
+    return (None, None) if memory is None else tuple(memory)
 
 
 def evaluate_host(config: Config, run_dir: Path, seed: int) -> tuple[int, np.ndarray, np.ndarray]:
@@ -68,9 +82,12 @@ def evaluate_host(config: Config, run_dir: Path, seed: int) -> tuple[int, np.nda
         returns, lengths = np.zeros(n), np.zeros(n, np.int64)
         so_far = np.zeros(n)  # the env's rewards, for an episode cut at the cap
         finished = np.zeros(n, bool)
-        obs = env.reset(EVAL_SEED_OFFSET + seed * n)
+        obs, memory = env.reset(EVAL_SEED_OFFSET + seed * n), agent.initial_memory(n)
         for t in range(config.eval.max_steps or MAX_STEPS):
-            out = env.step(np.asarray(policy(params, obs, np.int32(t))))
+            carry, action = policy(params, memory, obs, np.int32(t))
+            out = env.step(np.asarray(action))
+            new_episode = out.terminated | out.truncated  # as the training actor resets
+            memory = None if memory is None else Memory(carry, new_episode)
             so_far += np.where(out.valid, out.reward, 0.0)
             ended = out.done & ~finished
             returns[ended], lengths[ended] = out.episode_return[ended], out.episode_length[ended]

@@ -6,7 +6,9 @@ learner stores each round in a replay on its device and learns from that instead
 
 - Actors: `pipeline.actor_threads` threads, thread k owning a `GymnasiumVecEnv` over its
   slice of `env.num_envs` (env i of a fresh run resets from `train.seed + i`), acting
-  with the agent's `act` jitted on the actor's device (`actor.py`).
+  with the agent's `act` jitted on the actor's device (`actor.py`); a recurrent agent's
+  actor keeps each env's carry across rounds and records it in the trajectory as the
+  JAX rollout does, so its own `learn` re-runs the sequences unchanged.
 - Rounds: the learner's r-th step consumes round r of every actor, concatenated over
   envs into the [T, B] trajectory the JAX pipeline would hand `agent.learn` (off-policy:
   store in the replay, then `updates_per_tick` updates once learning has started; the
@@ -37,7 +39,7 @@ import jax
 import numpy as np
 
 from jaxrl_async.agents import make_agent
-from jaxrl_async.config import Config
+from jaxrl_async.config import HOST_RECURRENT_REPLAY, Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Trajectory, make_policy, run_actor
 from jaxrl_async.host.gymnasium_env import PREFIX, GymnasiumVecEnv, make_gymnasium
@@ -81,11 +83,13 @@ def make_host_agent(config: Config, spec) -> Agent:
     """The agent of `config.agent` for envs of `spec` (one learner device: no axis)."""
     ctx = BuildContext(spec, config.env.num_envs, config.pipeline.rollout_len, config.num_updates)
     agent = make_agent(config.agent, ctx)
-    if agent.data not in ("trajectory", "replay") or agent.recurrent:
+    if agent.data not in ("trajectory", "replay"):
         raise ConfigError(
-            f"host env {config.env.name}: agent {config.agent.name} is not a memoryless "
-            "agent (the only kind the host executor runs yet)"
+            f"host env {config.env.name}: agent {config.agent.name} learns from neither "
+            "trajectories nor a replay"
         )
+    if agent.recurrent and agent.data == "replay":
+        raise ConfigError(f"host env {config.env.name}: {HOST_RECURRENT_REPLAY}")
     return agent
 
 
@@ -196,7 +200,7 @@ def start_actors(
         policy = make_policy(agent, act_key, plan, env.num_envs)
         thread = threading.Thread(
             target=run_actor,
-            args=(env, policy, plan, store, q, stop),
+            args=(env, policy, plan, store, q, stop, agent.initial_memory(env.num_envs)),
             name=f"host-actor-{k}",
             daemon=True,
         )

@@ -11,7 +11,9 @@ update count and the rounds done; an off-policy run's also its replay and the st
 window carries into the next round (`replay_learner.ReplayCarry`), restored exactly. The
 learner's keys are folded with the round and the actors' with the global step, so both
 continue exactly; the host envs cannot be saved, so a resumed run restarts them from
-fresh seeded resets (`actor.reset_seed`) and acts its first pipeline.lag rounds with the
+fresh seeded resets (`actor.reset_seed`), a recurrent agent's carries from its
+`init_carry` (every env at an episode's start, as in a fresh run: the carries belong to
+the envs' episodes, which end there), and acts its first pipeline.lag rounds with the
 restored parameters. It continues its counts and its learning, not bit for bit.
 """
 
