@@ -206,7 +206,8 @@ def test_gru_run_resume_and_eval_from_the_command_line(tmp_path):
 @pytest.mark.slow
 def test_gru_ppo_learns_gymnasium_cartpole():
     """Three seeds, one after another, at lag 1: recurrent PPO's median final return is
-    far above a random policy's (about 22)."""
+    far above a random policy's (about 22). The learning rate and reward scale of
+    ppo_rnn_cartpole_masked: the policy and value heads share the cell."""
     returns = []
     for seed in range(3):
         config = load_config(
@@ -219,10 +220,12 @@ def test_gru_ppo_learns_gymnasium_cartpole():
                 "agent.memory=gru",
                 "agent.memory_size=64",
                 "agent.hidden_sizes=[64]",
-                "train.total_steps=50000",
+                "agent.learning_rate=1e-3",
+                "agent.reward_scale=0.1",
+                "train.total_steps=200000",
                 f"train.seed={seed}",
             ],
         )
         result = bounded(lambda config=config: train_host(config), 180.0)
         returns.append(result["final_return"])
-    assert np.median(returns) > 100, returns
+    assert np.median(returns) > 150, returns
