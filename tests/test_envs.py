@@ -390,11 +390,15 @@ def test_cli_envs_lists_every_id_and_every_suite(cli, tmp_path):
 
     result = cli("envs", cwd=tmp_path, timeout=180, env=NO_NET)
     assert result.returncode == 0, result.stderr[-2000:]
-    gymnax_part, *suite_parts = result.stdout.split("\n\n")
+    gymnax_part, *suite_parts, host_part = result.stdout.split("\n\n")
     listed = [line.split()[0] for line in gymnax_part.splitlines() if line.strip()]
     assert listed == registered_envs()
     heads = [part.splitlines()[0].split(":")[0] for part in suite_parts]
     assert heads == list(suites.SUITES)
+    # Then the host envs: Gymnasium's ids, counted (`envs gymnasium` lists them).
+    assert (
+        host_part.startswith("gymnasium (host envs): ") and "env.name=gymnasium:<id>" in host_part
+    )
     for part in suite_parts:  # installed by the test lock: each with its ids
         name = part.split(":")[0]
         assert "ids (env.name=" in part.splitlines()[0]
