@@ -165,3 +165,23 @@ def test_ctrl_c_saves_exits_130_and_the_hint_resumes(tmp_path):
     assert done.returncode == 0, done.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["resumed_from"] == saved and summary["env_steps"] == 64000
+
+
+@pytest.mark.slow
+def test_ppo_learns_a_users_own_gymnasium_env_named_by_module_and_id():
+    """PPO on the corridor, the user's own `gymnasium.Env` (`gymnasium:<module>:<id>`),
+    three seeds one after another: every seed ends walking straight to the goal (a
+    return of 12 or 13, by the start cell), which a random walk (STAY half the time,
+    cut at 5 steps, averages about 8) never keeps up over 8 episodes."""
+    from tests.helpers.host_envs import GOAL_BONUS
+
+    finals = []
+    for seed in range(3):
+        config = load_config(
+            "ppo_cartpole",
+            [f"env.name={CORRIDOR}", "env.num_envs=8", "pipeline.rollout_len=16"]
+            + ["agent.hidden_sizes=[16]", "agent.learning_rate=3e-3", "train.progress=false"]
+            + ["train.total_steps=8192", f"train.seed={seed}"],
+        )
+        finals.append(train_host_run(config).summary["final_return"])
+    assert min(finals) >= GOAL_BONUS + 2.0, finals
