@@ -185,3 +185,17 @@ def test_ppo_learns_a_users_own_gymnasium_env_named_by_module_and_id():
         )
         finals.append(train_host_run(config).summary["final_return"])
     assert min(finals) >= GOAL_BONUS + 2.0, finals
+
+
+def test_bench_profile_of_a_host_config_times_both_sides():
+    """`bench --profile` on a host config: the executor's own times a round (actor env
+    step and policy, learner learn and wait), each positive, and the overlap bound."""
+    from jaxrl_async.tools.host_profile import host_table, profile_host
+
+    config = load_config("ppo_cartpole", [*corridor_args()[1:], "pipeline.lag=1"])
+    row = profile_host(config, rounds=4, repeats=2)
+    assert len(row["sps"]) == 2 and all(s > 0 for s in row["sps"])
+    for key in ("actor_env", "actor_policy", "learn"):
+        assert all(t > 0 for t in row["seconds_per_round"][key]), key
+    assert 1.0 <= row["overlap_bound"] <= 2.0
+    assert "| ppo_cartpole | 4 x 4 | 1 | 1 |" in host_table([row])

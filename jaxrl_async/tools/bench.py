@@ -27,6 +27,7 @@ from typing import Any
 from jaxrl_async.config import Config, load_config
 from jaxrl_async.errors import UserError
 from jaxrl_async.tools.bench_report import comparison, header, table
+from jaxrl_async.tools.host_profile import host_table, profile_host
 from jaxrl_async.tools.measure import (
     TrainBudget,
     calibrated_loop,
@@ -41,6 +42,8 @@ from jaxrl_async.tools.measure import (
 )
 from jaxrl_async.tools.profile import PROFILE_OVERRIDES, profile_config
 from jaxrl_async.tools.profile import table as profile_table
+
+HOST_PROFILE_ROUNDS = 32  # rounds a host config's profile times, after the first
 
 __all__ = [
     "BENCH_OVERRIDES",
@@ -168,6 +171,9 @@ def run_profile(args) -> list[dict]:
     rows = []
     for config in configs:
         log(f"profile {config.name} ({config.env.num_envs} envs x {config.pipeline.rollout_len})")
+        if config.env.host:  # no compiled tick: the executor's own times, per round
+            rows.append(profile_host(config, HOST_PROFILE_ROUNDS, args.repeats))
+            continue
         row = profile_config(config, args.seconds, args.repeats, calibrated_loop)
         tick = statistics.median(row["seconds_per_tick"]["tick"])
         log(
@@ -348,7 +354,14 @@ def main(argv=None) -> int:
             print(
                 f"- jax {info['jax_version']}, {', '.join(info['devices'])}, CPUs usable: "
                 f"{info['cpu_affinity']}, {args.repeats} repeats of ~{args.seconds:g}s\n\n"
-                + profile_table(rows),
+                + "\n\n".join(
+                    table_of(part)
+                    for table_of, part in (
+                        (profile_table, [r for r in rows if "shares" in r]),
+                        (host_table, [r for r in rows if "shares" not in r]),
+                    )
+                    if part
+                ),
                 flush=True,
             )
             payload = {"meta": info, "profile": rows}

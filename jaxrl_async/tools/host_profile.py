@@ -1,0 +1,61 @@
+"""`jaxrl-async bench --profile` for a host-env config: where a round's time goes.
+
+A host run has no compiled tick to take apart; its executor times itself instead
+(`host/executor.py` LoopTimes, the rounds after the first): the slowest actor's time in
+env.step and in the policy, and the learner's time learning and waiting for rounds.
+Each repeat trains `rounds` rounds of the config; the bound on what overlapping actor
+and learner can win (lag >= 1 against lag 0) is (actor + learner) / max(actor, learner).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+from jaxrl_async.config import Config
+
+
+def profile_host(config: Config, rounds: int, repeats: int) -> dict:
+    """The per-round profile of `config` over `repeats` runs of `rounds` rounds each."""
+    from jaxrl_async.host.executor import train_host
+
+    steps = (rounds + 1) * config.batch_size  # the first round (its compiles) is left out
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, total_steps=steps))
+    runs = [train_host(config) for _ in range(repeats)]
+    per_round = {
+        key: [r[f"{key}_seconds"] / rounds for r in runs]
+        for key in ("actor_env", "actor_policy", "learn", "learner_wait")
+    }
+    actor = statistics.median(
+        a + p for a, p in zip(per_round["actor_env"], per_round["actor_policy"])
+    )
+    learner = statistics.median(per_round["learn"])
+    return {
+        "config": config.name,
+        "envs": config.env.num_envs,
+        "rollout_len": config.pipeline.rollout_len,
+        "lag": config.pipeline.lag,
+        "actor_threads": config.pipeline.actor_threads,
+        "sps": [r["sps"] for r in runs],
+        "seconds_per_round": per_round,
+        "overlap_bound": (actor + learner) / max(actor, learner, 1e-12),
+    }
+
+
+def host_table(rows: list[dict]) -> str:
+    """Markdown: per config, SPS and each side's milliseconds a round (medians)."""
+    lines = [
+        "| config | envs x steps | lag | actor threads | SPS | env step | policy | learn "
+        "| learner waits | overlap bound |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        ms = {k: 1e3 * statistics.median(v) for k, v in r["seconds_per_round"].items()}
+        sps = r["sps"]
+        lines.append(
+            f"| {r['config']} | {r['envs']} x {r['rollout_len']} | {r['lag']} | "
+            f"{r['actor_threads']} | {statistics.median(sps):,.0f} [{min(sps):,.0f}–"
+            f"{max(sps):,.0f}] | {ms['actor_env']:.3g} ms | {ms['actor_policy']:.3g} ms | "
+            f"{ms['learn']:.3g} ms | {ms['learner_wait']:.3g} ms | {r['overlap_bound']:.2f}x |"
+        )
+    return "\n".join(lines)
