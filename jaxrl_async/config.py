@@ -279,10 +279,6 @@ def _validate_host(config: Config) -> None:
         ),
         (env.normalize_obs, "env.normalize_obs is not supported"),
         (bool(env.mask_obs), "env.mask_obs is not supported"),
-        (
-            pipeline.placement == "split",
-            "pipeline.placement=split is not supported (actor threads act beside the learner)",
-        ),
         (pipeline.devices > 1, "the learner runs on one device (pipeline.devices <= 1)"),
         (
             pipeline.actor_threads > env.num_envs,

@@ -192,7 +192,7 @@ def test_actor_threads_do_not_change_the_run():
         (["pipeline.actor_threads=5"], "actor_threads=5 exceeds env.num_envs=4"),
         (["train.num_seeds=2"], "train.num_seeds > 1"),
         (["eval.every=64"], "periodic evaluation"),
-        (["pipeline.placement=split", "pipeline.lag=1"], "placement=split"),
+        (["pipeline.devices=2"], "the learner runs on one device"),
     ],
 )
 def test_refused_in_one_line_when_loaded(overrides, match):
@@ -249,3 +249,54 @@ def test_ppo_learns_gymnasium_cartpole():
         result = bounded(lambda config=config: train_host(config), 120.0)
         returns.append(result["final_return"])
     assert np.median(returns) > 150, returns
+
+
+def test_split_placement_on_one_device_refused_in_one_line():
+    config = corridor_config("pipeline.placement=split", "pipeline.lag=1")
+    with pytest.raises(ConfigError, match="placement=split needs 2 devices") as e:
+        make_actor_envs(config)
+    assert "\n" not in str(e.value)
+
+
+SPLIT_SCRIPT = """
+import json, jax, numpy as np
+from jaxrl_async.config import load_config
+from jaxrl_async.host.run import train_host_run
+from tests.helpers import host_envs
+assert jax.device_count() == 2
+out = {}
+for placement in ("fused", "split"):
+    config = load_config("ppo_cartpole", ["env.name=gymnasium:HostCorridor-v0",
+        "env.num_envs=4", "pipeline.rollout_len=4", "agent.hidden_sizes=[8]",
+        "agent.num_minibatches=2", "train.total_steps=128", "pipeline.lag=1",
+        "train.progress=false", f"pipeline.placement={placement}"])
+    result = train_host_run(config)
+    out[placement] = {"devices": result.summary["devices"],
+        "params": [np.asarray(x).tolist() for x in jax.tree.leaves(result.state.params)]}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_split_placement_acts_and_learns_on_two_devices_with_the_same_arithmetic():
+    """Two forced CPU devices: split puts the actors on the first and the learner on the
+    last, and trains the parameters the fused run trains."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.helpers.cli import ROOT, subprocess_env
+
+    done = subprocess.run(
+        [sys.executable, "-c", SPLIT_SCRIPT],
+        cwd=ROOT,
+        env=subprocess_env(devices=2),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(out["fused"]["devices"]) == 1 and len(out["split"]["devices"]) == 2
+    for a, b in zip(out["fused"]["params"], out["split"]["params"], strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)

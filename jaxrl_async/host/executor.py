@@ -44,6 +44,7 @@ from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Trajectory, make_policy, run_actor
 from jaxrl_async.host.gymnasium_env import PREFIX, GymnasiumVecEnv, make_gymnasium
 from jaxrl_async.host.params import ParamStore
+from jaxrl_async.host.placement import host_devices
 from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.stopping import RunStop, get
 from jaxrl_async.types import Agent, BuildContext
@@ -58,6 +59,7 @@ def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
     is refused there."""
     if not config.env.host:
         raise ConfigError(f"env.name must be {PREFIX}:<id> for the host executor")
+    host_devices(config)  # a split without two devices: refused before any env is built
     threads = config.pipeline.actor_threads
     sizes = [len(s) for s in np.array_split(np.arange(config.env.num_envs), threads)]
     envs: list[GymnasiumVecEnv] = []
@@ -194,6 +196,7 @@ def start_actors(
             config.num_updates,
             config.pipeline.rollout_len,
             config.train.seed,
+            device=host_devices(config)[0],
             first_round=first_round,
         )
         q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
@@ -296,7 +299,7 @@ def make_learner(config: Config, agent: Agent, spec, key: jax.Array) -> Learner:
         jax.jit(agent.learn),
         jax.random.fold_in(key, 2),
         config.pipeline.max_staleness,
-        jax.devices()[0],
+        host_devices(config)[1],
         config.num_updates,
         ReplayLearner(agent, config, spec) if agent.data == "replay" else None,
     )

@@ -42,6 +42,7 @@ from jaxrl_async.host.executor import (
     make_host_agent,
     run_executor,
 )
+from jaxrl_async.host.placement import host_devices, host_placement
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
 from jaxrl_async.interrupts import interrupts_between_calls
 from jaxrl_async.layout import Layout
@@ -111,7 +112,7 @@ class Boundaries:
             "train_seconds": self.log.train_seconds(started),
             "prng_impl": self.config.prng_impl,
             "devices": 1,
-            "placement": "fused",
+            "placement": host_placement(self.config),
             "config": self.config.to_yaml(),
             "jax_version": jax.__version__,
         }
@@ -261,8 +262,8 @@ def summarize_host(
         "checkpoint_seconds": b.checkpoint_seconds,
         "wall_seconds": time.perf_counter() - wall_start,
         "jax_version": jax.__version__,
-        "devices": [str(jax.devices()[0])],
-        "placement": "host",
+        "devices": [str(d) for d in dict.fromkeys(host_devices(config))],  # actors', learner's
+        "placement": host_placement(config),
         "processes": 1,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
