@@ -139,6 +139,10 @@ class RunLog:
             emit(sinks, records[-1])
         self.progress.update(record)
 
+    def metrics(self) -> dict[str, np.ndarray]:
+        """The records as arrays, one entry per record (a TrainResult's metrics)."""
+        return {k: np.asarray([r[k] for r in self.records]) for k in (self.records[:1] or [{}])[0]}
+
     def close(self) -> None:
         self.progress.close()
         for closer in self._closers:

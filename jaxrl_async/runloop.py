@@ -78,10 +78,10 @@ def run_loop(run: Run, log: RunLog, saver: ckpt.Checkpointer | None):
                 evaluation is not None
                 and pending.records
                 and not stop
-                and (last or _due(config.eval.every, call, steps_per_call))
+                and (last or due(config.eval.every, call, steps_per_call))
             ):
                 pending.evaluate(state, call * steps_per_call)
-            if stop or last or _due(config.checkpoint.every, call, steps_per_call):
+            if stop or last or due(config.checkpoint.every, call, steps_per_call):
                 pending.flush()  # metrics.jsonl reaches the checkpoint's step first
                 if saver is not None and call > saved:
                     checkpoint_seconds += _save(run, saver, log, state, call, stop or last)
@@ -142,7 +142,7 @@ def _save(run: Run, saver: ckpt.Checkpointer, log: RunLog, state, call: int, wai
     return blocked
 
 
-def _due(every: int, call: int, steps_per_call: int) -> bool:
+def due(every: int, call: int, steps_per_call: int) -> bool:
     """A periodic checkpoint at the first host-call boundary past each multiple of `every`."""
     return (
         every > 0

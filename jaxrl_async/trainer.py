@@ -311,11 +311,9 @@ def _finish(
             f"devices: {len(built.devices)} of {jax.device_count()} "
             f"({summary['device_choice']}); placement {summary['placement']}"
         )
-    records = log.records
-    metrics = {k: np.asarray([r[k] for r in records]) for k in (records[0] if records else {})}
     return TrainResult(
         state=state,
-        metrics=metrics,
+        metrics=log.metrics(),
         summary=summary,
         run_dir=run_dir,
         point_records=None if group is None else log.point_records,

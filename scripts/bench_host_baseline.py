@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 
@@ -36,9 +35,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from bench_host import spread, train_once  # beside this script in scripts/
 
 import jaxrl_async
-from jaxrl_async.host.executor import train_host
 
 
 class MLP(nn.Module):
@@ -224,16 +223,6 @@ def run_baseline(config) -> dict:
     }
 
 
-def run_trainer(name: str, overrides: list[str], lag: int) -> dict:
-    config = jaxrl_async.load_config(name, [*overrides, f"pipeline.lag={lag}"])
-    result = train_host(config)
-    return {"sps": result["sps"], "final_return": result["final_return"]}
-
-
-def spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default="ppo_gymnasium_cartpole")
@@ -250,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     for repeat in range(args.repeats):
         runs["baseline"].append(run_baseline(config))
         for lag in lags:
-            runs[f"lag{lag}"].append(run_trainer(args.config, overrides, lag))
+            runs[f"lag{lag}"].append(train_once(args.config, overrides, lag))
         print(
             f"repeat {repeat}: "
             + ", ".join(

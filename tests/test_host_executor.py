@@ -9,7 +9,6 @@ of tests/helpers/host_envs.py.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 
@@ -22,8 +21,8 @@ from jaxrl_async.errors import ConfigError
 from jaxrl_async.host import ActorError, make_actor_envs, make_host_agent, run_executor, train_host
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
 from tests.helpers.host_probe import make_probe_agent
+from tests.helpers.host_runs import BOUND, bounded, cartpole_final_returns, with_threads
 
-BOUND = 30.0  # seconds any executor run here may take before it counts as a hang
 CORRIDOR = "gymnasium:HostCorridor-v0"
 
 
@@ -42,31 +41,6 @@ def corridor_config(*overrides: str, rounds: int = 8):
             *overrides,
         ],
     )
-
-
-def with_threads(config, threads: int):
-    return dataclasses.replace(
-        config, pipeline=dataclasses.replace(config.pipeline, actor_threads=threads)
-    )
-
-
-def bounded(fn, seconds: float = BOUND):
-    """fn() in a thread that must end within `seconds`: its result, or what it raised."""
-    out: dict = {}
-
-    def target():
-        try:
-            out["result"] = fn()
-        except BaseException as e:  # noqa: BLE001  (handed to the test)
-            out["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"the run did not end within {seconds} s"
-    if "error" in out:
-        raise out["error"]
-    return out["result"]
 
 
 def actor_threads_alive() -> list[str]:
@@ -233,21 +207,11 @@ def test_ppo_builds_as_a_host_agent():
 def test_ppo_learns_gymnasium_cartpole():
     """Three seeds, one after another, at lag 1: the median final return is far above a
     random policy's (about 22)."""
-    returns = []
-    for seed in range(3):
-        config = load_config(
-            "ppo_cartpole",
-            [
-                "env.name=gymnasium:CartPole-v1",
-                "env.num_envs=8",
-                "pipeline.rollout_len=128",
-                "pipeline.lag=1",
-                "train.total_steps=100000",
-                f"train.seed={seed}",
-            ],
-        )
-        result = bounded(lambda config=config: train_host(config), 120.0)
-        returns.append(result["final_return"])
+    returns = cartpole_final_returns(
+        "ppo_cartpole",
+        ["env.num_envs=8", "pipeline.rollout_len=128", "train.total_steps=100000"],
+        120.0,
+    )
     assert np.median(returns) > 150, returns
 
 

@@ -23,7 +23,7 @@ from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.offpolicy import nstep_transitions
 from jaxrl_async.types import Transition
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
-from tests.test_host_executor import bounded
+from tests.helpers.host_runs import bounded, cartpole_final_returns
 
 CORRIDOR = "gymnasium:tests.helpers.host_envs:HostCorridor-v0"
 
@@ -224,19 +224,10 @@ def test_recurrent_still_refused_and_max_staleness_refused_off_policy():
 def test_dqn_learns_gymnasium_cartpole():
     """Three seeds, one after another, at lag 1: the median final return is far above a
     random policy's (about 22)."""
-    returns = []
-    for seed in range(3):
-        config = load_config(
-            "dqn_cartpole",
-            [
-                "env.name=gymnasium:CartPole-v1",
-                "pipeline.lag=1",
-                "replay.learning_starts=1000",
-                "agent.epsilon_decay_steps=10000",
-                "train.total_steps=100000",
-                f"train.seed={seed}",
-            ],
-        )
-        result = bounded(lambda config=config: train_host(config), 300.0)
-        returns.append(result["final_return"])
+    returns = cartpole_final_returns(
+        "dqn_cartpole",
+        ["replay.learning_starts=1000", "agent.epsilon_decay_steps=10000"]
+        + ["train.total_steps=100000"],
+        300.0,
+    )
     assert np.median(returns) > 150, returns

@@ -25,7 +25,7 @@ from jaxrl_async.host import make_actor_envs, make_host_agent, run_executor, tra
 from jaxrl_async.types import ActorClock, Agent
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
 from tests.helpers.cli import run_cli_in_process
-from tests.test_host_executor import bounded, with_threads
+from tests.helpers.host_runs import bounded, cartpole_final_returns, with_threads
 
 CORRIDOR = "gymnasium:tests.helpers.host_envs:HostCorridor-v0"
 GRU = ["agent.memory=gru", "agent.memory_size=8", "agent.hidden_sizes=[8]"]
@@ -208,24 +208,11 @@ def test_gru_ppo_learns_gymnasium_cartpole():
     """Three seeds, one after another, at lag 1: recurrent PPO's median final return is
     far above a random policy's (about 22). The learning rate and reward scale of
     ppo_rnn_cartpole_masked: the policy and value heads share the cell."""
-    returns = []
-    for seed in range(3):
-        config = load_config(
-            "ppo_cartpole",
-            [
-                "env.name=gymnasium:CartPole-v1",
-                "env.num_envs=8",
-                "pipeline.rollout_len=128",
-                "pipeline.lag=1",
-                "agent.memory=gru",
-                "agent.memory_size=64",
-                "agent.hidden_sizes=[64]",
-                "agent.learning_rate=1e-3",
-                "agent.reward_scale=0.1",
-                "train.total_steps=200000",
-                f"train.seed={seed}",
-            ],
-        )
-        result = bounded(lambda config=config: train_host(config), 180.0)
-        returns.append(result["final_return"])
+    returns = cartpole_final_returns(
+        "ppo_cartpole",
+        ["env.num_envs=8", "pipeline.rollout_len=128", "agent.memory=gru"]
+        + ["agent.memory_size=64", "agent.hidden_sizes=[64]", "agent.learning_rate=1e-3"]
+        + ["agent.reward_scale=0.1", "train.total_steps=200000"],
+        180.0,
+    )
     assert np.median(returns) > 150, returns

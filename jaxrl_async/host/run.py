@@ -47,6 +47,7 @@ from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
 from jaxrl_async.interrupts import interrupts_between_calls
 from jaxrl_async.layout import Layout
 from jaxrl_async.runlog import RunLog
+from jaxrl_async.runloop import due
 from jaxrl_async.runplan import RunPlan
 
 # Per-round keys of the executor's records that are not metrics to average.
@@ -55,8 +56,9 @@ _NOT_LOGGED = ("round", "env_steps", "versions", "episode_return", "updates")
 
 def plan_host(config: Config, run_dir: Path | None, resume: bool) -> RunPlan:
     """A host run's plan: one round per "host call", the learner on one device."""
-    platform = jax.default_backend()
-    layout = Layout(1, "fused", 0, platform, "host envs: one learner device", "actor threads")
+    placement, devices = host_placement(config), len(set(host_devices(config)))
+    why = "host envs: the actors' policy and the learner"
+    layout = Layout(devices, placement, devices - 1, jax.default_backend(), why, why)
     if not resume:
         return RunPlan(layout, 1, config.num_updates, config.batch_size)
     if run_dir is None:
@@ -88,8 +90,7 @@ class Boundaries:
         rounds = self.rounds = progress.rounds
         if rounds % self.log_rounds == 0 or rounds == self.plan.num_calls:
             self.flush(rounds)
-        every, batch = self.config.checkpoint.every, self.plan.batch
-        if every > 0 and rounds * batch // every > (rounds - 1) * batch // every:
+        if due(self.config.checkpoint.every, rounds, self.plan.batch):
             self.save(progress, wait=rounds == self.plan.num_calls)
 
     def flush(self, rounds: int | None = None) -> None:
@@ -111,8 +112,8 @@ class Boundaries:
             "ticks": 1,
             "train_seconds": self.log.train_seconds(started),
             "prng_impl": self.config.prng_impl,
-            "devices": 1,
-            "placement": host_placement(self.config),
+            "devices": 1,  # the learner's: a host run's pipeline.devices
+            "placement": self.plan.layout.placement,
             "config": self.config.to_yaml(),
             "jax_version": jax.__version__,
         }
@@ -234,9 +235,9 @@ def _finish(config: Config, log: RunLog, result: dict, summary: dict, run_dir: P
         f"{summary['sps']:,.0f} SPS, policy lag {summary['policy_lag']:.2f}, "
         f"final return {final_text}" + (f" -> {run_dir}" if run_dir else "")
     )
-    records = log.records
-    metrics = {k: np.asarray([r[k] for r in records]) for k in (records[0] if records else {})}
-    return TrainResult(state=result["state"], metrics=metrics, summary=summary, run_dir=run_dir)
+    return TrainResult(
+        state=result["state"], metrics=log.metrics(), summary=summary, run_dir=run_dir
+    )
 
 
 def summarize_host(
