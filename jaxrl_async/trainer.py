@@ -30,6 +30,7 @@ from jaxrl_async.compile_cache import CACHE, configure_compile_cache
 from jaxrl_async.config import Config
 from jaxrl_async.errors import UserError
 from jaxrl_async.evaluate import Evaluation
+from jaxrl_async.memory import check_fits, run_footprint
 from jaxrl_async.pipeline import (
     DETERMINISTIC_OPTIONS,
     compile_chunk,
@@ -253,6 +254,9 @@ def train(
     run_dir = None if run_dir is None else Path(run_dir)
     plan = plan_run(config, run_dir, resume)
     built = build(config, plan, env, env_params)
+    # Refused before anything is allocated or written: a run that cannot fit in memory.
+    footprint = run_footprint(config, (built.pipeline, built.learner_pipeline))
+    check_fits(footprint, built.devices, config.train.num_seeds)
     fresh_dir = run_dir if plan.point is None else None  # a new run's directory, if any
     # Decided together: a process that raised alone would leave the others waiting.
     if fresh_dir is not None and distributed.any_process(
@@ -296,7 +300,7 @@ def _finish(
     run: Run, log: RunLog, state, summary: dict, main: bool, group: RunGroup | None
 ) -> TrainResult:
     """Write summary.json (process 0), print the closing lines, return the TrainResult."""
-    config, built = run.config, run.built
+    config = run.config
     run_dir = run.run_dir if main else None  # the other processes wrote nothing
     if run_dir is not None:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -306,11 +310,7 @@ def _finish(
         f"(compile {run.started.compile_seconds:.1f}s), {summary['sps']:,.0f} SPS, "
         f"final return {final}" + (f" -> {run_dir}" if run_dir else "")
     )
-    if config.pipeline.devices == 0 and jax.device_count() > 1:
-        log.progress.write(
-            f"devices: {len(built.devices)} of {jax.device_count()} "
-            f"({summary['device_choice']}); placement {summary['placement']}"
-        )
+    log.progress.write(run.plan.layout.line())  # the reasons: `jaxrl-async plan`
     return TrainResult(
         state=state,
         metrics=log.metrics(),
