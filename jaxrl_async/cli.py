@@ -24,6 +24,12 @@ def _train(args) -> int:
     return 0
 
 
+def _plan(args) -> int:
+    from jaxrl_async.tools.plan import run
+
+    return run(args)
+
+
 def _sweep(args) -> int:
     from jaxrl_async.config import load_config
     from jaxrl_async.sweeps import default_sweep_dir, finish_sweep, split_overrides, sweep
@@ -245,6 +251,15 @@ def _add_train(sub) -> None:
     p.set_defaults(func=_train)
 
 
+def _add_plan(sub) -> None:
+    p = sub.add_parser("plan", help="a run's devices, batches, bytes per device and programs")
+    p.add_argument("config", nargs="?", default="ppo_cartpole", help=CONFIG_HELP)
+    p.add_argument("overrides", nargs="*", metavar="section.key=value")
+    p.add_argument("--json", action="store_true", help="the plan as JSON")
+    p.add_argument("--platform", choices=("cuda",), help="plan for one GPU, its programs exported")
+    p.set_defaults(func=_plan)
+
+
 def _add_sweep(sub) -> None:
     p = sub.add_parser(
         "sweep",
@@ -319,7 +334,8 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=_bench)
 
 
-SUBCOMMANDS = (_add_train, _add_sweep, _add_resume, _add_eval, _add_plot, _add_envs, _add_bench)
+SUBCOMMANDS = [_add_train, _add_plan, _add_sweep, _add_resume, _add_eval, _add_plot]
+SUBCOMMANDS += [_add_envs, _add_bench]
 
 
 def build_parser() -> argparse.ArgumentParser:

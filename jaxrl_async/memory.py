@@ -93,9 +93,15 @@ def global_bytes(x) -> int:
     return itemsize * math.prod(x.shape)
 
 
-def _learner_part(path) -> str:
-    names = "/".join(str(getattr(p, "name", getattr(p, "key", p))) for p in path)
-    return "optimizer state" if "opt" in names else "parameters"
+def learner_parts(learner) -> dict[str, int]:
+    """Bytes per device of a learner state, by part: its optimizer's (every leaf under a
+    field named for it, `opt_state`, `critic_opt`) and its parameters (the rest: online,
+    target, hyperparameters, counters)."""
+    parts = dict.fromkeys(PARTS, 0)
+    for path, leaf in jax.tree_util.tree_flatten_with_path(learner)[0]:
+        names = "/".join(str(getattr(p, "name", getattr(p, "key", p))) for p in path)
+        parts["optimizer state" if "opt" in names else "parameters"] += device_bytes(leaf)
+    return parts
 
 
 def state_parts(state) -> dict[str, int]:
@@ -104,8 +110,8 @@ def state_parts(state) -> dict[str, int]:
     for field in dataclasses.fields(state):
         value = getattr(state, field.name)
         if field.name == "learner":
-            for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
-                parts[_learner_part(path)] += device_bytes(leaf)
+            for part, n in learner_parts(value).items():
+                parts[part] += n
             continue
         part = _FIELD_PART.get(field.name, "other")
         parts[part] += sum(device_bytes(leaf) for leaf in jax.tree.leaves(value))

@@ -1,0 +1,93 @@
+"""The plan of a host-env run (env.name=gymnasium:<id>), as `tools/plan.py` prints it.
+
+A host run keeps on its learner's device only the learner state and, off-policy, the
+replay; those are counted (`jax.eval_shape` of the agent's init and of the replay's, as
+for a JAX env's run). The envs' states live in Gymnasium's numpy envs on the host and
+each round's trajectories pass through host memory to the learner: not counted, and
+the plan says so. One env is built to read the spaces, and closed.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from jaxrl_async import memory
+from jaxrl_async.config import Config
+from jaxrl_async.layout import learner_rows
+
+NOT_COUNTED = (
+    "not counted: the envs' states (Gymnasium's, in host memory) and each round's "
+    "trajectories, which pass through host memory to the learner"
+)
+
+
+def _spec(config: Config):
+    """The env's spaces as an EnvSpec, from one env built and closed."""
+    from jaxrl_async.host.gymnasium_env import make_gymnasium
+
+    env = make_gymnasium(
+        config.env.name,
+        1,
+        vectorization_mode="sync",
+        autoreset_mode="same_step",
+        **config.env.kwargs,
+    )
+    try:
+        return env.spec
+    finally:
+        env.close()
+
+
+def host_footprint(config: Config, agent, spec) -> memory.Footprint:
+    """The learner device's bytes: the learner state and, off-policy, the replay."""
+    key = jax.eval_shape(lambda: jax.random.key(config.train.seed, impl=config.prng_impl))
+    learner = jax.eval_shape(agent.init, key)
+    parts = memory.learner_parts(learner)
+    total = sum(memory.global_bytes(x) for x in jax.tree.leaves(learner))
+    if agent.data == "replay":
+        from jaxrl_async.host.replay_learner import ReplayLearner
+
+        replay = jax.eval_shape(lambda: ReplayLearner(agent, config, spec).init().replay)
+        parts["replay"] = sum(memory.device_bytes(x) for x in jax.tree.leaves(replay))
+        total += parts["replay"]
+    return memory.Footprint(parts, 0, total)
+
+
+def host_plan(config: Config, platform: str | None) -> dict:
+    """`tools.plan.make_plan` for a host-env config: the same keys, what is not counted
+    listed, and with `platform` the learner's init exported (its update takes the
+    executor's trajectories, so it is not)."""
+    from jaxrl_async.host.executor import make_host_agent
+    from jaxrl_async.host.run import plan_host
+    from jaxrl_async.tools.plan import common_plan, memory_fits
+
+    plan = plan_host(config, None, False)
+    spec = _spec(config)
+    agent = make_host_agent(config, spec)
+    footprint = host_footprint(config, agent, spec)
+    programs = ["learner init", "learn", "actor policy"]
+    programs += ["evaluation"] if config.eval.every > 0 else []
+    result = common_plan(config, plan, footprint, programs)
+    threads = config.pipeline.actor_threads
+    result["batches"] = {
+        "seeds": 1,
+        "envs": config.env.num_envs,
+        "actor_threads": threads,
+        "trajectory": [config.pipeline.rollout_len, config.env.num_envs],
+        "rows_per_gradient_step": learner_rows(config),
+    }
+    if config.agent.off_policy:
+        result["batches"]["replay_capacity"] = config.replay.capacity
+        result["batches"]["replay_batch"] = config.replay.batch_size
+    result["not_counted"] = [NOT_COUNTED]
+    result["memory"] = memory_fits(footprint, None if platform else jax.devices()[:1])
+    if platform is not None:
+        from jaxrl_async.tools.gpu_export import export_program
+
+        key = jax.eval_shape(lambda: jax.random.key(config.train.seed, impl=config.prng_impl))
+        result["export"] = {
+            "platform": platform,
+            "programs": {"learner init": export_program(agent.init, (key,), platform, "init")},
+            "notes": ["the learner's update is not exported: it takes the host's trajectories"],
+        }
+    return result
