@@ -48,6 +48,7 @@ __all__ = [
     "compile_chunk",
     "compile_init",
     "init_and_compile",
+    "init_options",
     "make_init",
     "make_pipeline",
     "seed_keys",
@@ -298,14 +299,20 @@ def compile_chunk(chunk, state, options: dict | None = None) -> Callable:
     return jax.jit(chunk, donate_argnums=0).lower(state).compile(compiler_options=options)
 
 
+def init_options(platform: str, options: dict | None = None) -> dict:
+    """XLA options for compiling init on `platform` ("cpu", "gpu", "cuda", ...): `options`,
+    and on CPU only, the lowest optimisation level and XLA's older fusion emitters, which
+    compile it faster than the default ones (those run faster, what the chunk needs; see
+    docs/performance.md). Other platforms were not measured, so they keep XLA's defaults."""
+    fast = {}
+    if platform == "cpu":
+        fast = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+    return {**(options or {}), **fast}
+
+
 def compile_init(lowered, options: dict | None = None):
-    """A lowered init compiled for compile time, not run time: it runs once. On CPU, XLA's
-    older fusion emitters compile it about twice as fast as the default ones (which run
-    1.2-2.0x faster, what the chunk needs); with the lowest optimisation level on top."""
-    fast = {"xla_backend_optimization_level": 0}
-    if jax.default_backend() == "cpu":
-        fast["xla_cpu_use_fusion_emitters"] = False
-    return lowered.compile(compiler_options={**(options or {}), **fast})
+    """A lowered init compiled for compile time, not run time: it runs once."""
+    return lowered.compile(compiler_options=init_options(jax.default_backend(), options))
 
 
 def init_and_compile(pipeline: Pipeline, key, num_ticks: int, options: dict | None = None):
