@@ -277,7 +277,10 @@ def _validate_host(config: Config) -> None:
             "periodic evaluation (eval.every > 0) is not supported; "
             "evaluate the run afterwards with `jaxrl-async eval RUN_DIR`",
         ),
-        (env.normalize_obs, "env.normalize_obs is not supported"),
+        (
+            env.normalize_obs and config.agent.off_policy,
+            "env.normalize_obs is not supported with a replay (on-policy agents only)",
+        ),
         (bool(env.mask_obs), "env.mask_obs is not supported"),
         (pipeline.devices > 1, "the learner runs on one device (pipeline.devices <= 1)"),
         (

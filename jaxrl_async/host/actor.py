@@ -31,6 +31,7 @@ import numpy as np
 
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.host_env import HostStep
+from jaxrl_async.host.obs_norm import ObsStats, moments, normalize
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.stopping import RunStop, put
 from jaxrl_async.types import ActorClock, Agent, Memory, Transition
@@ -46,6 +47,7 @@ class Trajectory(NamedTuple):
     episode_lengths: np.ndarray  # int64: their lengths
     env_seconds: float = 0.0  # the actor's time in env.step for this round
     policy_seconds: float = 0.0  # ... and in the policy (inference and its transfers)
+    obs_moments: ObsStats | None = None  # env.normalize_obs: of the raw observations acted on
 
 
 class ActorPlan(NamedTuple):
@@ -124,38 +126,49 @@ def _check_step(step: HostStep) -> None:
     _check_obs(step.final_obs, "final observation")
 
 
+class Acting(NamedTuple):
+    """What acts a round: the parameters (on the actor's device), their version and,
+    under env.normalize_obs, the observation statistics published with them."""
+
+    params: Any
+    version: int
+    obs_stats: ObsStats | None = None
+
+
 def rollout(
     env: GymnasiumVecEnv,
     policy: Callable,
-    acting: tuple[Any, int],
+    acting: Acting,
     start: tuple[Any, Memory | None],
     first_step: int,
     length: int,
 ) -> tuple[tuple[Any, Memory | None], Transition, list[HostStep], tuple[float, float]]:
     """`length` steps of `env` from `start` = (the observation, the envs' Memory or None)
-    with `acting` = (parameters, their version): (where the next round starts, the
-    trajectory [T, B_k, ...] in numpy, the steps as given, (seconds in env.step, seconds
-    in the policy))."""
-    params, version = acting
+    with `acting`: (where the next round starts, the trajectory [T, B_k, ...] in numpy,
+    the steps as given, (seconds in env.step, seconds in the policy)). With observation
+    statistics the policy sees, and the trajectory holds, observations normalised by them
+    (`next_obs` too); the steps keep the raw ones."""
+    params, version, stats = acting
+    seen = (lambda o: o) if stats is None else (lambda o: normalize(stats, o))
     obs, memory = start
     steps: list[Transition] = []
     host_steps: list[HostStep] = []
     env_seconds = policy_seconds = 0.0
     for t in range(length):
         started = time.perf_counter()
-        carry, action, extras = act(policy, params, memory, obs, first_step + t)
+        carry, action, extras = act(policy, params, memory, seen(obs), first_step + t)
         stepped = time.perf_counter()
         step = env.step(action)
         env_seconds += time.perf_counter() - stepped
         policy_seconds += stepped - started
         _check_step(step)
         fields: dict[str, Any] = {
-            "obs": obs,
+            "obs": seen(obs),
             "action": action,
             "reward": step.reward,
             "terminated": step.terminated,
             "truncated": step.truncated,
-            "next_obs": step.final_obs,
+            "next_obs": seen(step.final_obs),
             "extras": extras,
             "version": np.full(step.reward.shape, version, np.int32),
             "memory": memory,
@@ -165,6 +178,14 @@ def rollout(
         obs, memory = step.obs, next_memory(memory, carry, step)
     traj = jax.tree.map(lambda *xs: np.stack(xs), *steps)
     return (obs, memory), traj, host_steps, (env_seconds, policy_seconds)
+
+
+def _obs_moments(first_obs: Any, host_steps: list[HostStep], acting: Acting) -> ObsStats | None:
+    """The moments of the raw observations a round acted on (None without statistics)."""
+    if acting.obs_stats is None:
+        return None
+    raw = np.stack([first_obs, *(s.obs for s in host_steps[:-1])])
+    return moments(raw, acting.obs_stats.mean.shape)
 
 
 def _episodes(host_steps: list[HostStep]) -> tuple[np.ndarray, np.ndarray]:
@@ -193,7 +214,7 @@ def run_actor(
     try:
         start = (env.reset(reset_seed(plan)), jax.device_get(memory))
         _check_obs(start[0], "observation")
-        acting: tuple[Any, int] | None = None
+        acting: Acting | None = None
         acting_slot = -1
         for i in range(plan.first_round, plan.rounds):
             slot = store.slot_of(i)
@@ -201,15 +222,18 @@ def run_actor(
                 published = store.wait(slot, stop)
                 if published is None:
                     return
-                acting = (jax.device_put(published.params, device), published.version)
+                params = jax.device_put(published.params, device)
+                acting = Acting(params, published.version, published.obs_stats)
                 acting_slot = slot
             assert acting is not None
-            first_step = i * plan.rollout_len
+            first_obs = start[0]
             start, traj, host_steps, seconds = rollout(
-                env, policy, acting, start, first_step, plan.rollout_len
+                env, policy, acting, start, i * plan.rollout_len, plan.rollout_len
             )
             returns, lengths = _episodes(host_steps)
-            if not put(out, Trajectory(i, plan.actor, traj, returns, lengths, *seconds), stop):
+            stats = _obs_moments(first_obs, host_steps, acting)
+            handed = Trajectory(i, plan.actor, traj, returns, lengths, *seconds, stats)
+            if not put(out, handed, stop):
                 return
     except Exception as e:  # noqa: BLE001  (an env may raise anything; reported in one line)
         stop.fail(env.name, plan.actor, e)

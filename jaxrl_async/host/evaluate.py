@@ -5,7 +5,9 @@ return the raw game score.
 The envs reset from seed 10**6 + `seed`'s own range, never a training env's seed; a
 greedy evaluation acts with `agent.greedy`, a sampled one with `agent.act`. A recurrent
 agent's carry starts each env at its `init_carry` and follows it through the episode
-(`Agent.greedy_carried`, `act_carried`), as the actor's does in training.
+(`Agent.greedy_carried`, `act_carried`), as the actor's does in training. Under
+env.normalize_obs the policy sees observations normalised by the checkpoint's
+statistics, frozen.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from jaxrl_async.errors import ConfigError
 from jaxrl_async.evaluate import eval_result, eval_settings
 from jaxrl_async.host.executor import make_host_agent
 from jaxrl_async.host.gymnasium_env import make_gymnasium
+from jaxrl_async.host.obs_norm import from_saved, initial_stats, normalize
+from jaxrl_async.host.run import saved_state
 from jaxrl_async.types import ActorClock, Memory
 
 EVAL_SEED_OFFSET = 10**6  # eval envs reset from seeds no training run of < 1M envs uses
@@ -71,20 +75,22 @@ def evaluate_host(config: Config, run_dir: Path, seed: int) -> tuple[int, np.nda
     )
     try:
         agent = make_host_agent(config, env.spec)
-        like = {
-            "learner": jax.jit(agent.init)(jax.random.key(0, impl=config.prng_impl)),
-            "updates": np.zeros((), np.int64),
-        }
+        learner = jax.jit(agent.init)(jax.random.key(0, impl=config.prng_impl))
+        norm = initial_stats(env.spec.obs_shape) if config.env.normalize_obs else None
+        like = saved_state(learner, 0, obs_stats=norm)
         step = ckpt.read_meta(rundir.checkpoint_dir(run_dir))[0]
         state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=step)
         policy = _policy(agent, config.eval.mode, seed, n)
         params = state["learner"].params
+        if norm is not None:  # the run's statistics, frozen
+            norm = from_saved(state["obs_stats"])
+        seen = (lambda o: o) if norm is None else (lambda o: normalize(norm, o))
         returns, lengths = np.zeros(n), np.zeros(n, np.int64)
         so_far = np.zeros(n)  # the env's rewards, for an episode cut at the cap
         finished = np.zeros(n, bool)
         obs, memory = env.reset(EVAL_SEED_OFFSET + seed * n), agent.initial_memory(n)
         for t in range(config.eval.max_steps or MAX_STEPS):
-            carry, action = policy(params, memory, obs, np.int32(t))
+            carry, action = policy(params, memory, seen(obs), np.int32(t))
             out = env.step(np.asarray(action))
             new_episode = out.terminated | out.truncated  # as the training actor resets
             memory = None if memory is None else Memory(carry, new_episode)

@@ -43,9 +43,11 @@ from jaxrl_async.config import HOST_RECURRENT_REPLAY, Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Trajectory, make_policy, run_actor
 from jaxrl_async.host.gymnasium_env import PREFIX, GymnasiumVecEnv, make_gymnasium
+from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.placement import host_devices
 from jaxrl_async.host.replay_learner import ReplayLearner
+from jaxrl_async.host.round_times import RoundTimes
 from jaxrl_async.host.stopping import RunStop, get
 from jaxrl_async.types import Agent, BuildContext
 
@@ -92,6 +94,11 @@ def make_host_agent(config: Config, spec) -> Agent:
         )
     if agent.recurrent and agent.data == "replay":
         raise ConfigError(f"host env {config.env.name}: {HOST_RECURRENT_REPLAY}")
+    if config.env.normalize_obs and isinstance(spec.obs_shape, dict):
+        raise ConfigError(
+            f"env.normalize_obs=true needs an array observation; "
+            f"{config.env.name} observes a dict ({', '.join(spec.obs_shape)})"
+        )
     return agent
 
 
@@ -114,6 +121,7 @@ class Progress(NamedTuple):
     rounds: int  # rounds consumed, a resumed run's earlier ones included
     episode_returns: list  # raw returns of every episode that ended, in round order
     replay: Any = None  # off-policy: the ReplayCarry (replay and carried window)
+    obs_stats: ObsStats | None = None  # env.normalize_obs: every round's so far, merged
 
 
 class Start(NamedTuple):
@@ -123,6 +131,7 @@ class Start(NamedTuple):
     updates: int = 0
     round: int = 0
     replay: Any = None  # off-policy: the ReplayCarry to continue from (None: a fresh one)
+    obs_stats: ObsStats | None = None  # env.normalize_obs: the statistics to continue from
 
 
 def next_round(queues: Sequence[queue.Queue], stop: RunStop) -> list[Trajectory] | None:
@@ -169,12 +178,16 @@ def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r
         state, metrics = learner.learn(state, jax.device_put(traj, learner.device), key)
         updates += 1
     returns = progress.episode_returns + [p.episode_returns for p in parts]
+    obs_stats = progress.obs_stats
+    for part in parts:  # in actor order, whatever order they arrived in
+        if obs_stats is not None and part.obs_moments is not None:
+            obs_stats = merge(obs_stats, part.obs_moments)
     metrics = {
         **{k: float(v) for k, v in jax.device_get(metrics).items()},
         "policy_lag": float(staleness),
         "skipped_updates": float(skip),
     }
-    return Progress(state, updates, r + 1, returns, replay), metrics
+    return Progress(state, updates, r + 1, returns, replay, obs_stats), metrics
 
 
 def start_actors(
@@ -215,35 +228,6 @@ def start_actors(
     return threads, queues
 
 
-class LoopTimes:
-    """Where the time of the rounds after the first went: the learner thread's waiting
-    for rounds and learning, the slowest actor's in env.step and in the policy."""
-
-    def __init__(self) -> None:
-        self.started = self.first_done = time.perf_counter()
-        self.wait = self.learn = 0.0
-        self.env = self.policy = 0.0  # the slowest actor's, summed over rounds
-
-    def add(self, wait: float, learn: float, record: dict) -> None:
-        self.wait, self.learn = self.wait + wait, self.learn + learn
-        self.env += record["actor_env_seconds"]
-        self.policy += record["actor_policy_seconds"]
-
-    def stats(self, rounds: int, batch: int) -> dict:
-        ended = time.perf_counter()
-        return {
-            # env steps per second after the first round (whose compiles it leaves out)
-            "sps": (rounds - 1) * batch / (ended - self.first_done) if rounds > 1 else math.nan,
-            "train_seconds": ended - self.started,
-            # the first round: the policy's and the learner's compiles, and its steps
-            "compile_seconds": self.first_done - self.started,
-            "learner_wait_seconds": self.wait,
-            "learn_seconds": self.learn,
-            "actor_env_seconds": self.env,
-            "actor_policy_seconds": self.policy,
-        }
-
-
 def learner_loop(
     learner: Learner,
     progress: Progress,
@@ -256,7 +240,7 @@ def learner_loop(
     Ends early, with what it has, once the stop is set."""
     store, stop = context
     lags: list[float] = []
-    times, batch, first = LoopTimes(), 0, progress.rounds
+    times, batch, first = RoundTimes(), 0, progress.rounds
     for r in range(first, learner.rounds):
         waited = time.perf_counter()
         parts = next_round(queues, stop)
@@ -266,7 +250,7 @@ def learner_loop(
         batch = sum(p.traj.reward.size for p in parts)
         record = round_record(parts, r, batch)
         progress, metrics = learn_round(learner, progress, parts, r)
-        store.publish(r + 1, progress.state.params, progress.updates)
+        store.publish(r + 1, progress.state.params, progress.updates, progress.obs_stats)
         jax.block_until_ready(progress.state)
         if r > first:  # the first round, its compiles included, is compile_seconds
             times.add(learning - waited, time.perf_counter() - learning, record)
@@ -341,12 +325,14 @@ def run_executor(
     start = start._replace(state=jax.device_put(start.state, learner.device))
     if learner.replay is not None and start.replay is None:
         start = start._replace(replay=learner.replay.init())
-    store.publish(start.round, start.state.params, start.updates)
+    if config.env.normalize_obs and start.obs_stats is None:
+        start = start._replace(obs_stats=initial_stats(envs[0].spec.obs_shape))
+    store.publish(start.round, start.state.params, start.updates, start.obs_stats)
     threads, queues = start_actors(agent, envs, config, (store, run_stop, start.round))
     try:
         progress, stats = learner_loop(
             learner,
-            Progress(start.state, start.updates, start.round, [], start.replay),
+            Progress(start.state, start.updates, start.round, [], start.replay, start.obs_stats),
             queues,
             (store, run_stop),
             hooks,
@@ -369,6 +355,7 @@ def run_executor(
         "params": jax.device_get(progress.state.params),
         "state": progress.state,
         "replay": progress.replay,
+        "obs_stats": progress.obs_stats,
     }
 
 

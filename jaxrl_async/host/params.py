@@ -2,8 +2,9 @@
 
 Round r is the r-th trajectory of every actor, which the learner consumes in its r-th
 update step. Slot r of the store holds what the learner had after consuming r rounds:
-its parameters and their version, the learner's update count (an update skipped for
-staleness leaves the version where it was, as in the JAX pipeline). At lag L, round i is
+its parameters (with the observation statistics under env.normalize_obs) and their
+version, the learner's update count (an update skipped for staleness leaves the version
+where it was, as in the JAX pipeline). At lag L, round i is
 acted by slot max(0, i - L), so that after the first L rounds the data every update
 consumes is exactly L updates old, as `ticks.make_async_tick` makes it; lag 0 waits for
 the newest parameters. The store keeps the last L + 1 slots, all an actor can still ask
@@ -21,6 +22,7 @@ from jaxrl_async.host.stopping import POLL, RunStop
 class Published(NamedTuple):
     params: Any  # the learner's parameters (on the learner's device)
     version: int  # the learner's update count when they were published
+    obs_stats: Any = None  # env.normalize_obs: the observation statistics (obs_norm.py)
 
 
 class ParamStore:
@@ -36,9 +38,9 @@ class ParamStore:
         is the round it resumes at: the restored parameters act its first L rounds)."""
         return max(self.first_round, round_index - self.lag)
 
-    def publish(self, slot: int, params: Any, version: int) -> None:
+    def publish(self, slot: int, params: Any, version: int, obs_stats: Any = None) -> None:
         with self._cond:
-            self._slots[slot] = Published(params, version)
+            self._slots[slot] = Published(params, version, obs_stats)
             for old in [s for s in self._slots if s < slot - self.lag]:
                 del self._slots[old]
             self._cond.notify_all()

@@ -42,6 +42,7 @@ from jaxrl_async.host.executor import (
     make_host_agent,
     run_executor,
 )
+from jaxrl_async.host.obs_norm import ObsStats, from_saved, initial_stats
 from jaxrl_async.host.placement import host_devices, host_placement
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
 from jaxrl_async.interrupts import interrupts_between_calls
@@ -105,7 +106,7 @@ class Boundaries:
             return
         self.flush(progress.rounds)
         started = time.perf_counter()
-        state = saved_state(progress.state, progress.updates, progress.replay)
+        state = saved_state(progress.state, progress.updates, progress.replay, progress.obs_stats)
         meta = {
             "env_steps": progress.rounds * self.plan.batch,
             "calls": progress.rounds,
@@ -124,10 +125,13 @@ class Boundaries:
         self.log.exclude(blocked)
 
 
-def saved_state(learner, updates: int, replay=None) -> dict:
-    """The pytree a checkpoint holds: {"learner", "updates"}, and off-policy "replay"
-    (the ReplayCarry: the replay and its carried window; no window while it holds none)."""
+def saved_state(learner, updates: int, replay=None, obs_stats: ObsStats | None = None) -> dict:
+    """The pytree a checkpoint holds: {"learner", "updates"}, off-policy "replay" (the
+    ReplayCarry: the replay and its carried window; no window while it holds none), and
+    under env.normalize_obs "obs_stats" (the observation statistics, `obs_norm.py`)."""
     state = {"learner": learner, "updates": np.asarray(updates, np.int64)}
+    if obs_stats is not None:
+        state["obs_stats"] = obs_stats._asdict()
     if replay is not None:
         state["replay"] = {"replay": replay.replay}
         if replay.window is not None:
@@ -145,14 +149,18 @@ def _start(config: Config, agent, spec, plan: RunPlan, run_dir: Path | None) -> 
     replay = None
     if agent.data == "replay":
         replay = ReplayLearner(agent, config, spec).template(plan.point.calls)
-    like = saved_state(state, 0, replay)
+    stats = initial_stats(spec.obs_shape) if config.env.normalize_obs else None
+    like = saved_state(state, 0, replay, stats)
     restored, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=plan.point.step)
     rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
     rundir.write_records(run_dir, plan.point.records)
     if replay is not None:
         saved = restored["replay"]
         replay = ReplayCarry(saved["replay"], saved.get("window"))
-    return Start(restored["learner"], int(restored["updates"]), plan.point.calls, replay)
+    if stats is not None:
+        stats = from_saved(restored["obs_stats"])
+    updates = int(restored["updates"])
+    return Start(restored["learner"], updates, plan.point.calls, replay, stats)
 
 
 def train_host_run(
@@ -187,7 +195,9 @@ def train_host_run(
                 config, agent, envs, stop=stop, start=start, after_round=boundaries
             )
         rounds = start.round + result["rounds"]
-        final = Progress(result["state"], result["updates"], rounds, [], result["replay"])
+        final = Progress(
+            result["state"], result["updates"], rounds, [], result["replay"], result["obs_stats"]
+        )
         boundaries.flush(final.rounds)
         boundaries.save(final, wait=True)
     except RunFailure as e:

@@ -1,7 +1,7 @@
 """`jaxrl-async bench --profile` for a host-env config: where a round's time goes.
 
 A host run has no compiled tick to take apart; its executor times itself instead
-(`host/executor.py` LoopTimes, the rounds after the first): the slowest actor's time in
+(`host/round_times.py` RoundTimes, the rounds after the first): the slowest actor's time in
 env.step and in the policy, and the learner's time learning and waiting for rounds.
 Each repeat trains `rounds` rounds of the config; the bound on what overlapping actor
 and learner can win (lag >= 1 against lag 0) is (actor + learner) / max(actor, learner).

@@ -1,0 +1,36 @@
+"""Where a host run's time goes, round by round (the executor's summary and `bench
+--profile`)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+
+class RoundTimes:
+    """Where the time of the rounds after the first went: the learner thread's waiting
+    for rounds and learning, the slowest actor's in env.step and in the policy."""
+
+    def __init__(self) -> None:
+        self.started = self.first_done = time.perf_counter()
+        self.wait = self.learn = 0.0
+        self.env = self.policy = 0.0  # the slowest actor's, summed over rounds
+
+    def add(self, wait: float, learn: float, record: dict) -> None:
+        self.wait, self.learn = self.wait + wait, self.learn + learn
+        self.env += record["actor_env_seconds"]
+        self.policy += record["actor_policy_seconds"]
+
+    def stats(self, rounds: int, batch: int) -> dict:
+        ended = time.perf_counter()
+        return {
+            # env steps per second after the first round (whose compiles it leaves out)
+            "sps": (rounds - 1) * batch / (ended - self.first_done) if rounds > 1 else math.nan,
+            "train_seconds": ended - self.started,
+            # the first round: the policy's and the learner's compiles, and its steps
+            "compile_seconds": self.first_done - self.started,
+            "learner_wait_seconds": self.wait,
+            "learn_seconds": self.learn,
+            "actor_env_seconds": self.env,
+            "actor_policy_seconds": self.policy,
+        }
