@@ -7,7 +7,7 @@ import signal
 import sys
 import textwrap
 
-from jaxrl_async.errors import RunFailure, UserError
+from jaxrl_async.errors import DIVERGED_EXIT, RunFailure, TrainingDiverged, UserError
 
 
 def _train(args) -> int:
@@ -375,6 +375,9 @@ def main(argv=None) -> int:
     except UserError as e:
         print(f"jaxrl-async: error: {e}", file=sys.stderr)
         return 2
+    except TrainingDiverged as e:  # the last finite checkpoint stays; a resume repeats it
+        print(f"jaxrl-async: error: {e}", file=sys.stderr)
+        return DIVERGED_EXIT
     except RunFailure as e:  # an env failed mid-run: what was checkpointed stays
         hint = f"; resume with: jaxrl-async resume {e.run_dir}" if e.run_dir is not None else ""
         print(f"jaxrl-async: error: {e}{hint}", file=sys.stderr)

@@ -72,3 +72,22 @@ class TrainingInterrupted(KeyboardInterrupt):
             else "no run directory: nothing saved"
         )
         super().__init__(f"interrupted at {env_steps:,} env steps ({where})")
+
+
+class TrainingDiverged(RuntimeError):
+    """A non-finite loss, gradient norm or parameter under train.nan_policy=stop: the CLI
+    prints it on one line and exits 3 (DIVERGED_EXIT). No checkpoint of the non-finite
+    state was written; `checkpoint` names the last one (None: none)."""
+
+    checkpoint: Path | None = None
+
+    def __str__(self) -> str:
+        kept = (
+            f"; the last finite checkpoint is {self.checkpoint}"
+            if self.checkpoint is not None
+            else "; no checkpoint was written"
+        )
+        return f"training diverged: {super().__str__()}{kept}"
+
+
+DIVERGED_EXIT = 3

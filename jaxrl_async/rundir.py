@@ -32,6 +32,7 @@ RESUMABLE = (
     "train.total_steps",
     "train.progress",
     "train.compile_cache",
+    "train.nan_policy",
     "checkpoint.every",
     "checkpoint.keep",
     "eval.every",
@@ -133,6 +134,16 @@ def resume_point(run_dir: str | Path, config: Config) -> ResumePoint:
             f"{config.prng_impl} here (another device count?)"
         )
     return ResumePoint(step, calls, ticks, float(seconds), read_records(run_dir, upto=step))
+
+
+def finished(run_dir: str | Path, step: int) -> bool:
+    """Whether a session of the run ended at `step`: RUN_DIR/summary.json, written last,
+    is whole and counts those env steps."""
+    try:
+        summary = json.loads((Path(run_dir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and summary.get("env_steps") == step
 
 
 def read_records(run_dir: Path, upto: float) -> list[dict]:

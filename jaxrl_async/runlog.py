@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -101,6 +102,7 @@ class RunLog:
         self._prior = 0.0 if plan.point is None else plan.point.train_seconds
         self.start = self._last = time.perf_counter()
         self._last_calls = plan.start_call
+        self._show_progress = config.train.progress and main
 
     def _file_sinks(self, run_dir: Path | None) -> list:
         """metrics.jsonl and TensorBoard events in `run_dir` (none on other processes)."""
@@ -138,6 +140,14 @@ class RunLog:
             records.append(_aggregate(mine, env_steps, wall, runs * steps / seconds))
             emit(sinks, records[-1])
         self.progress.update(record)
+
+    def warn(self, line: str) -> None:
+        """A line for the user (process 0): above the progress bar, or on stderr without one."""
+        if self._main:
+            if self._show_progress:
+                self.progress.write(line)
+            else:
+                print(line, file=sys.stderr, flush=True)
 
     def metrics(self) -> dict[str, np.ndarray]:
         """The records as arrays, one entry per record (a TrainResult's metrics)."""

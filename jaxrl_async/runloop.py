@@ -3,6 +3,7 @@ and between calls log, evaluate, checkpoint, and stop on Ctrl-C."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -12,9 +13,10 @@ from typing import Any
 import jax
 
 from jaxrl_async import checkpoint as ckpt
-from jaxrl_async import distributed
+from jaxrl_async import distributed, rundir
 from jaxrl_async.config import Config
-from jaxrl_async.errors import TrainingInterrupted
+from jaxrl_async.divergence import DivergenceGuard
+from jaxrl_async.errors import TrainingDiverged, TrainingInterrupted
 from jaxrl_async.evaluate import NO_EVAL, Evaluation
 from jaxrl_async.interrupts import interrupts_between_calls
 from jaxrl_async.runlog import RunLog
@@ -69,16 +71,15 @@ def run_loop(run: Run, log: RunLog, saver: ckpt.Checkpointer | None):
     steps_per_call = plan.steps_per_call
     saved = -1 if plan.point is None else plan.point.calls  # host calls in the newest checkpoint
     checkpoint_seconds = 0.0
-    pending = _Pending(log, evaluation)
-    with interrupts_between_calls() as interrupted:
+    pending = _Pending(log, evaluation, divergence_guard(run, log))
+    with interrupts_between_calls() as interrupted, _naming_checkpoint(run, lambda: saved):
         for call in range(plan.start_call, plan.num_calls + 1):
             stop = distributed.any_process(interrupted())  # all processes stop together
             last = call == plan.num_calls
             if (
                 evaluation is not None
                 and pending.records
-                and not stop
-                and (last or due(config.eval.every, call, steps_per_call))
+                and (last or (not stop and due(config.eval.every, call, steps_per_call)))
             ):
                 pending.evaluate(state, call * steps_per_call)
             if stop or last or due(config.checkpoint.every, call, steps_per_call):
@@ -99,13 +100,46 @@ def run_loop(run: Run, log: RunLog, saver: ckpt.Checkpointer | None):
     return state, LoopTimes(time.perf_counter() - log.start, checkpoint_seconds)
 
 
+@contextlib.contextmanager
+def _naming_checkpoint(run: Run, saved: Callable[[], int]):
+    """TrainingDiverged raised inside gets the run's newest checkpoint (host calls
+    `saved()`; -1: none), which holds a state whose metrics were all checked."""
+    try:
+        yield
+    except TrainingDiverged as e:
+        if run.run_dir is not None and saved() >= 0:
+            e.checkpoint = rundir.checkpoint_dir(run.run_dir) / str(
+                saved() * run.plan.steps_per_call
+            )
+        raise
+
+
+def divergence_guard(run: Run, log: RunLog) -> DivergenceGuard:
+    """The run's check of each call's metrics. A sweep group's points only warn: one
+    point diverging (a learning rate too large) does not end the others."""
+    config, points = run.config, log.points
+    policy = "warn" if points else config.train.nan_policy
+
+    def name_run(k: int) -> str:
+        if not points:
+            return f"seed {config.train.seed + k}"
+        i = next(i for i, p in enumerate(points) if k in range(config.train.num_seeds)[p.runs])
+        where = points[i].run_dir
+        return f"point {i}" + ("" if where is None else f" ({where.name})")
+
+    plan = run.plan
+    seeds = config.train.num_seeds
+    return DivergenceGuard(policy, plan.ticks, plan.batch, seeds, log.warn, name_run)
+
+
 class _Pending:
     """The last call's metrics, logged once the next call is dispatched, with the
     evaluation done at its boundary (every record has the eval keys when evaluating:
-    NaN and 0 where not evaluated)."""
+    NaN and 0 where not evaluated), then checked for divergence: a checkpoint of that
+    call's state is written only after its metrics pass."""
 
-    def __init__(self, log: RunLog, evaluation: Evaluation | None):
-        self._log, self._evaluation = log, evaluation
+    def __init__(self, log: RunLog, evaluation: Evaluation | None, guard: DivergenceGuard):
+        self._log, self._evaluation, self._guard = log, evaluation, guard
         self._item: tuple[int, Any] | None = None
         self._evaluated: dict | None = None
 
@@ -126,8 +160,10 @@ class _Pending:
     def flush(self) -> None:
         if self._item is not None:
             extra = None if self._evaluation is None else (self._evaluated or NO_EVAL)
-            self._log.log(*self._item, extra)
+            calls, metrics = self._item[0], jax.device_get(self._item[1])
+            self._log.log(calls, metrics, extra)
             self._item = self._evaluated = None
+            self._guard.check(calls, metrics)
 
 
 def _save(run: Run, saver: ckpt.Checkpointer, log: RunLog, state, call: int, wait: bool) -> float:

@@ -77,12 +77,22 @@ def plan_run(
     if run_dir is None:
         raise UserError("resuming needs the run directory")
     point = rundir.resume_point(run_dir, config)
-    if config.num_updates // point.ticks <= point.calls:
-        per_call = point.ticks * batch
-        raise UserError(
-            f"nothing to resume: {run_dir} is checkpointed at {point.step:,} env "
-            f"steps and train.total_steps={config.train.total_steps} adds no host "
-            f"call of {per_call:,} steps (e.g. train.total_steps="
-            f"{point.step + per_call})"
-        )
-    return RunPlan(layout, point.ticks, config.num_updates // point.ticks, batch, point)
+    calls = config.num_updates // point.ticks
+    check_work_left(run_dir, point, calls, point.ticks * batch, config.train.total_steps)
+    return RunPlan(layout, point.ticks, calls, batch, point)
+
+
+def check_work_left(
+    run_dir: Path, point: rundir.ResumePoint, calls: int, per_call: int, total_steps: int
+) -> None:
+    """A UserError unless resuming at `point` has work to do: host calls to make, or a run
+    checkpointed at its end but not finished (no summary.json of that point: a stop or a
+    crash after the last save), which the resume finishes without training."""
+    if calls > point.calls or (calls == point.calls and not rundir.finished(run_dir, point.step)):
+        return
+    done = "finished" if calls == point.calls else "checkpointed"
+    raise UserError(
+        f"nothing to resume: {run_dir} is {done} at {point.step:,} env steps and "
+        f"train.total_steps={total_steps} adds no host call of {per_call:,} steps "
+        f"(e.g. train.total_steps={point.step + per_call})"
+    )

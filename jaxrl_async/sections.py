@@ -13,6 +13,7 @@ from jaxrl_async.errors import require
 REPLAY_KINDS = ("prioritized", "uniform")
 EVAL_MODES = ("greedy", "sample")
 PRNG_IMPLS = ("auto", "philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
+NAN_POLICIES = ("stop", "warn")
 # Prefixes of env names stepped on the host by actor threads (`jaxrl_async/host/`).
 HOST_SUITES = ("gymnasium",)
 
@@ -131,6 +132,9 @@ class TrainConfig:
     # Compile for bitwise run-to-run reproducibility on every backend (XLA's deterministic
     # GPU ops; CPU runs are deterministic anyway). See docs/operations.md#reproducibility.
     deterministic: bool = False
+    # A non-finite loss, gradient norm or parameter: "stop" ends the run (exit 3, the last
+    # finite checkpoint kept), "warn" says so once and trains on. docs/operations.md#divergence
+    nan_policy: str = "stop"
 
     def __post_init__(self):
         require(self.total_steps >= 1, "train.total_steps", self.total_steps, ">= 1")
@@ -138,6 +142,9 @@ class TrainConfig:
         require(self.num_seeds >= 1, "train.num_seeds", self.num_seeds, ">= 1")
         require(self.log_every >= 1, "train.log_every", self.log_every, ">= 1")
         require(self.prng in PRNG_IMPLS, "train.prng", self.prng, f"one of {PRNG_IMPLS}")
+        require(
+            self.nan_policy in NAN_POLICIES, "train.nan_policy", self.nan_policy, "stop or warn"
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxrl_async.divergence import param_abs_max
 from jaxrl_async.param_queue import queue_oldest, queue_push
 from jaxrl_async.pipeline import Pipeline, compile_chunk, compile_init
 from jaxrl_async.sharding import AXIS, lower_mulhi_on_meshes
@@ -75,18 +76,21 @@ def init_and_compile_split(
     if not offpolicy and actor.mesh.size == 1 and learner.mesh.size == 1:
         return _init_and_compile_one_program(actor, learner, key, num_ticks, options)
     state = _init_split(actor, learner, key, options)
+    abs_max = jax.jit(param_abs_max)
     tick = functools.partial(
         replay_tick if offpolicy else async_tick,
         halves=_compile_halves(actor, learner, state, options),
     )
 
     def chunk(state):
-        """num_ticks ticks, dispatched without waiting; metrics as lists per key."""
+        """num_ticks ticks, dispatched without waiting; metrics as lists per key (the
+        learner's param_abs_max once, after the last tick)."""
         ticks = []
         for _ in range(num_ticks):
             state, metrics = tick(state)
             ticks.append(metrics)
-        return state, {k: [m[k] for m in ticks] for k in ticks[0]}
+        checked = {"param_abs_max": [abs_max(state.learner.params)]}
+        return state, {**{k: [m[k] for m in ticks] for k in ticks[0]}, **checked}
 
     return jax.block_until_ready(state), chunk
 

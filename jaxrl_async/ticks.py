@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
+from jaxrl_async.divergence import param_abs_max
 from jaxrl_async.param_queue import queue_oldest, queue_push
 from jaxrl_async.pipeline_state import PipelineState
 from jaxrl_async.rollout import RolloutStart
@@ -289,9 +290,14 @@ def make_replay_tick(
 
 
 def make_chunk(tick, num_ticks: int):
-    """K ticks in one program; metrics come back stacked [K]."""
+    """K ticks in one program; metrics come back stacked [K], each tick's with the
+    learner's `param_abs_max` for the host's divergence check (divergence.py)."""
+
+    def checked_tick(state, _):
+        state, metrics = tick(state)
+        return state, {**metrics, "param_abs_max": param_abs_max(state.learner.params)}
 
     def chunk(state):
-        return jax.lax.scan(lambda s, _: tick(s), state, None, length=num_ticks)
+        return jax.lax.scan(checked_tick, state, None, length=num_ticks)
 
     return chunk

@@ -199,9 +199,10 @@ def summarize(run: Run, log: RunLog, times: LoopTimes, env_name: str, wall_start
         "checkpoint_seconds": times.checkpoint_seconds,
         # The final evaluation's mean return; evaluating took eval_seconds (in
         # train_seconds, not in sps) and compiling eval_compile_seconds (in compile_seconds).
+        # (the last record's: a resume that only finishes the run evaluates nothing)
         "eval_return_mean": None
-        if evaluation is None or evaluation.last is None
-        else evaluation.last["eval_return_mean"],
+        if evaluation is None
+        else _last_finite(records[-1:], "eval_return_mean"),
         "eval_seconds": eval_seconds,
         "eval_compile_seconds": 0.0 if evaluation is None else evaluation.compile_seconds,
         "compile_cache_hits": started.cache_hits,
