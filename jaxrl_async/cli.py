@@ -328,6 +328,12 @@ def _add_envs(sub) -> None:
     p.set_defaults(func=_envs)
 
 
+def _add_report(sub) -> None:
+    from jaxrl_async.report_cli import add_report  # its arguments and dispatch
+
+    add_report(sub)
+
+
 def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="env+policy ceiling and PPO training SPS")
     p.add_argument("bench_args", nargs=argparse.REMAINDER)
@@ -335,7 +341,7 @@ def _add_bench(sub) -> None:
 
 
 SUBCOMMANDS = [_add_train, _add_plan, _add_sweep, _add_resume, _add_eval, _add_plot]
-SUBCOMMANDS += [_add_envs, _add_bench]
+SUBCOMMANDS += [_add_report, _add_envs, _add_bench]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,12 +1,14 @@
-"""A sweep's results table: per point, the final return over its seeds (mean, std, each
-seed's) and the area under its learning curve, the best point, and the Markdown table
-`jaxrl-async sweep` prints and writes to sweep.json."""
+"""A sweep's results table: per point, the final return over its seeds (mean, std, IQM with
+its bootstrap interval, each seed's) and the area under its learning curve, the best
+point, and the Markdown table `jaxrl-async sweep` prints and writes to sweep.json."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+from jaxrl_async import stats
 
 
 def short_value(value) -> str:
@@ -63,12 +65,17 @@ def point_summary(
 
 
 def table_row(overrides: dict, records: list[dict], seeds: int, run_dir: str) -> dict:
+    """A point's row: its seeds' final returns, their mean, std (population) and IQM with
+    the IQM's bootstrap interval (`stats.py`, as `jaxrl-async report` gives it)."""
     finals = seed_finals(records, seeds)
-    finite = np.asarray([f for f in finals if math.isfinite(f)])
+    finite = np.asarray(stats.finite(finals))
+    iqm, ci = stats.interval([finite], stats.iqm) if finite.size else (None, None)
     return {
         "overrides": overrides,
         "final_return_mean": float(finite.mean()) if finite.size else None,
         "final_return_std": float(finite.std()) if finite.size else None,
+        "final_return_iqm": iqm,
+        "final_return_iqm_ci": None if ci is None else list(ci),
         "final_return_seeds": [None if math.isnan(f) else f for f in finals],
         "auc": _none_if_nan(auc(records)),
         "run_dir": run_dir,
@@ -90,15 +97,17 @@ def best_point(rows: list[dict]) -> int | None:
 def format_table(rows: list[dict], best: int | None) -> str:
     """The printed table: one line per point, the best marked."""
     keys = list(rows[0]["overrides"]) if rows else []
-    head = [k.rsplit(".", 1)[-1] for k in keys] + ["final return", "AUC"]
+    head = [k.rsplit(".", 1)[-1] for k in keys] + ["final return", "IQM [95% CI]", "AUC"]
     body = []
     for i, r in enumerate(rows):
         mean, std = r["final_return_mean"], r["final_return_std"]
         ret = "-" if mean is None else f"{mean:.1f} ± {std:.1f}"
+        iqm, ci = r.get("final_return_iqm"), r.get("final_return_iqm_ci")
+        interval = "-" if iqm is None or ci is None else f"{iqm:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]"
         area = "-" if r["auc"] is None else f"{r['auc']:.1f}"
         body.append(
             [short_value(r["overrides"][k]) for k in keys]
-            + [ret, area]
+            + [ret, interval, area]
             + (["<- best"] if i == best else [])
         )
     widths = [max(len(str(row[c])) for row in [head, *body]) for c in range(len(head))]

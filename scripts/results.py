@@ -157,6 +157,18 @@ def _returns_cell(returns: list) -> str:
     return cell
 
 
+def _iqm_cell(returns: list) -> str:
+    """The IQM over seeds with its 95% bootstrap interval (as `jaxrl-async report`)."""
+    from jaxrl_async import stats
+
+    finite = stats.finite(returns)
+    if not finite:
+        return "-"
+    iqm, (low, high) = stats.interval([finite], stats.iqm)
+    places = _decimals(iqm)
+    return f"{iqm:.{places}f} [{low:.{places}f}, {high:.{places}f}]"
+
+
 def _median(values: list, form: str) -> str:
     return form.format(statistics.median(values)) if values else "-"
 
@@ -175,7 +187,9 @@ def render(rows: dict[str, dict]) -> str:
         "Every shipped config (`jaxrl_async/configs/`) trained over several seeds at its own "
         "budget by `scripts/results.py`, which wrote this file and the curves below. "
         "**final return**: the mean return of the episodes that ended in a run's last log "
-        "interval (`summary.json` `final_return`), mean ± sample std over seeds. **SPS**: env "
+        "interval (`summary.json` `final_return`), mean ± sample std over seeds; **IQM**: "
+        "their interquartile mean with its 95% stratified-bootstrap interval "
+        "(`jaxrl-async report`'s statistics; with 3 seeds, the mean). **SPS**: env "
         "steps per second of training, compile excluded; **compile**: seconds to compile "
         "the training program, persistent compile cache off; **wall**: seconds from "
         "`train()`'s start to its end, compile included. SPS, compile and wall are medians "
@@ -185,9 +199,9 @@ def render(rows: dict[str, dict]) -> str:
         "",
         f"Training wall time of all rows: {total / 60:.1f} min.",
         "",
-        "| config | env | agent | budget (env steps) | seeds | final return | eval return | "
-        "SPS | compile (s) | wall (s) |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| config | env | agent | budget (env steps) | seeds | final return | IQM [95% CI] | "
+        "eval return | SPS | compile (s) | wall (s) |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in ordered:
         name = f"`{row['config']}`"
@@ -198,7 +212,7 @@ def render(rows: dict[str, dict]) -> str:
             returns = f"**failed** ({row['error'].replace('|', '/')}); {returns}"
         lines.append(
             f"| {name} | {row['env']} | {row['agent']} | {row['budget']:,} | "
-            f"{len(row['seeds'])} | {returns} | "
+            f"{len(row['seeds'])} | {returns} | {_iqm_cell(row['final_return'])} | "
             f"{_returns_cell(row['eval_return']) if row.get('eval_return') else '-'} | "
             f"{_median(row['sps'], '{:,.0f}')} | {_median(row['compile_seconds'], '{:.1f}')} | "
             f"{_median(row['wall_seconds'], '{:.0f}')} |"

@@ -1,6 +1,7 @@
 """scripts/results.py end to end on a tiny budget, and every shipped config loading."""
 
 import json
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import jaxrl_async
+from jaxrl_async import stats
 from jaxrl_async.config import available_configs
 
 # A row's date as results.py writes it, fixed (the Unix epoch) so the test is the same any day.
@@ -94,7 +96,12 @@ def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
     row = next(line for line in table.splitlines() if line.startswith("| `ppo_cartpole`"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:5] == ["CartPole-v1", "ppo", "2,048", "2"]
-    assert "±" in cells[5] and "±" in cells[6]  # final (training) and eval return
+    assert "±" in cells[5] and "±" in cells[7]  # final (training) and eval return
+    # The IQM column: `jaxrl-async report`'s statistics of the seeds' final returns.
+    finals = json.loads((out / "results.json").read_text())["rows"]["ppo_cartpole"]["final_return"]
+    iqm, (low, high) = stats.interval([finals], stats.iqm)
+    shown = [float(x) for x in re.findall(r"-?\d+\.?\d*", cells[6])]
+    assert shown == pytest.approx([iqm, low, high], abs=0.01)
     assert "| `zz_earlier` |" in table  # merged, not replaced
     assert "python scripts/results.py --configs ppo_cartpole" in table
     assert "![ppo_cartpole](results_ppo_cartpole.png)" in table
@@ -159,9 +166,12 @@ def test_a_failed_config_is_a_row_that_says_why():
         "error": "seed 0: TypeError: a | b",
     }
     table = results.render({"a": ok, "b": failed})
-    assert "| `a` | E | ppo | 10 | 2 | 1.00 ± 0.00 (1 of 2 seeds) | - | 6 | 1.5 | 4 |" in table
     assert (
-        "| `b` | E | ppo | 10 | 0 | **failed** (seed 0: TypeError: a / b); - | - | - | - | - |"
+        "| `a` | E | ppo | 10 | 2 | 1.00 ± 0.00 (1 of 2 seeds) | 1.00 [1.00, 1.00] | - | 6 | 1.5 "
+        "| 4 |" in table
+    )
+    assert (
+        "| `b` | E | ppo | 10 | 0 | **failed** (seed 0: TypeError: a / b); - | - | - | - | - | - |"
         in table
     )
     assert "results_a.png" in table and "### b" not in table

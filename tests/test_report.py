@@ -1,0 +1,235 @@
+"""`jaxrl-async report` and its statistics (`stats.py`): IQM, mean, median and optimality gap
+with stratified-bootstrap intervals, probability of improvement, performance profiles,
+against plain-numpy references and exact small cases; the command end to end on run and
+sweep directories written by the library's own writers."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from jaxrl_async import stats
+from jaxrl_async.config import load_config
+from jaxrl_async.logging import JsonlSink
+from jaxrl_async.reference_scores import REFERENCE
+from jaxrl_async.sweep_table import format_table, table_row
+from tests.helpers.cli import run_cli_in_process
+
+
+def _iqm_reference(x):
+    """The mean of the scores left after dropping the lowest and highest quarter."""
+    x = np.sort(np.asarray(x, float))
+    cut = len(x) // 4
+    return x[cut : len(x) - cut].mean()
+
+
+def _bootstrap_reference(strata, statistic, resamples, seed, confidence=0.95):
+    """A stratified bootstrap written as a loop: each task's runs resampled on their own,
+    the statistic of all of them together, percentiles of the resampled statistics."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(resamples):
+        drawn = [np.asarray(s)[rng.integers(0, len(s), len(s))] for s in strata]
+        values.append(statistic(np.concatenate(drawn)))
+    tail = (1 - confidence) / 2 * 100
+    return np.percentile(values, [tail, 100 - tail])
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 8, 13])
+def test_iqm_drops_a_quarter_at_each_end(n):
+    x = np.random.default_rng(n).normal(size=n) * 10
+    assert stats.iqm(x) == pytest.approx(_iqm_reference(x))
+    assert stats.iqm(np.arange(1, 9)) == 4.5  # mean of 3, 4, 5, 6
+
+
+def test_optimality_gap_and_normalisation_exact():
+    assert stats.optimality_gap([0.5, 1.2, 0.8]) == pytest.approx((0.5 + 0.0 + 0.2) / 3)
+    ref = REFERENCE["CartPole-v1"]
+    assert stats.normalize([ref.random, ref.high], ref.random, ref.high) == pytest.approx([0, 1])
+
+
+@pytest.mark.parametrize("name", ["iqm", "mean", "median"])
+def test_intervals_match_a_plain_numpy_stratified_bootstrap(name):
+    rng = np.random.default_rng(0)
+    strata = [rng.normal(loc, 1.0, size) for loc, size in ((0.0, 6), (3.0, 9), (1.0, 5))]
+    reference = {"iqm": _iqm_reference, "mean": np.mean, "median": np.median}[name]
+    point, (low, high) = stats.interval(strata, stats.AGGREGATES[name], resamples=4000)
+    expected = _bootstrap_reference(strata, reference, 4000, seed=1)
+    assert point == pytest.approx(reference(np.concatenate(strata)))
+    # Two Monte Carlo estimates of the same percentiles: equal within their noise.
+    assert [low, high] == pytest.approx(expected, abs=0.1 * (expected[1] - expected[0]))
+    assert low < point < high
+
+
+def test_stratification_resamples_within_each_task():
+    # Task a scores 0, task b 1: every stratified resample keeps 4 of each, so the mean is
+    # exactly 0.5 in all of them (an unstratified bootstrap would spread it).
+    point, ci = stats.interval([[0.0] * 4, [1.0] * 4], stats.AGGREGATES["mean"])
+    assert point == 0.5 and ci == (0.5, 0.5)
+    # A task of one run is held fixed; the others vary.
+    point, (low, high) = stats.interval([[10.0], [0.0, 1.0, 2.0]], stats.AGGREGATES["mean"])
+    assert point == 3.25 and 10 / 4 <= low < high <= 16 / 4
+
+
+def test_a_fixed_seed_reproduces_the_intervals_and_another_seed_moves_them():
+    strata = [np.random.default_rng(3).normal(size=7), [1.0, 2.5, 0.5]]
+    first = stats.describe(strata, seed=4)
+    assert stats.describe(strata, seed=4) == first
+    assert stats.describe(strata, seed=5)["iqm_ci"] != first["iqm_ci"]
+
+
+def test_probability_of_improvement_exact_and_complementary():
+    # Task 1: P(X > Y) over the 6 pairs, ties half: (1 + 0.5 + 0) + (1 + 1 + 1) = 4.5 -> 0.75;
+    # task 2: 0. Averaged over the two tasks: 0.375.
+    value, (low, high) = stats.probability_of_improvement([[3, 5], [0]], [[1, 3, 4], [1]])
+    assert value == 0.375 and 0 <= low <= value <= high <= 1
+    rng = np.random.default_rng(1)
+    x, y = [rng.normal(size=5), rng.normal(size=4)], [rng.normal(size=6), rng.normal(size=3)]
+    forward, _ = stats.probability_of_improvement(x, y)
+    backward, _ = stats.probability_of_improvement(y, x)
+    assert forward + backward == pytest.approx(1.0)
+
+
+def test_performance_profile_averages_over_tasks():
+    profile = stats.performance_profile([[1, 2, 3], [5, 6]], [0, 2.5, 5.5, 7])
+    assert profile == pytest.approx([1, (1 / 3 + 1) / 2, (0 + 0.5) / 2, 0])
+
+
+def test_the_sweep_table_uses_the_same_statistics():
+    records = [{"env_steps": 1, **{f"episode_return/seed{k}": 10.0 * k for k in range(4)}}]
+    row = table_row({"agent.learning_rate": 0.1}, records, 4, "p")
+    iqm, ci = stats.interval([[0.0, 10.0, 20.0, 30.0]], stats.iqm)
+    assert (row["final_return_iqm"], row["final_return_iqm_ci"]) == (iqm, list(ci))
+    assert f"{iqm:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]" in format_table([row], 0)
+
+
+# ------------------------------------------------------------------ the command end to end
+
+
+def _write_run(run_dir, name, overrides, seed_curves):
+    """A run directory as a training run writes it: config.yaml, metrics.jsonl through the
+    library's sink (one record per log point, `episode_return/seed<k>` with several seeds),
+    summary.json naming the config. `seed_curves`: per seed, its return at each log point."""
+    config = load_config(name, [*overrides, f"train.num_seeds={len(seed_curves)}"])
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(config.to_yaml())
+    sink = JsonlSink(run_dir / "metrics.jsonl")
+    for step, returns in enumerate(zip(*seed_curves)):
+        record = {"env_steps": 1024 * (step + 1), "episode_return": float(np.nanmean(returns))}
+        if len(returns) > 1:
+            record.update({f"episode_return/seed{k}": r for k, r in enumerate(returns)})
+        sink(record)
+    sink.close()
+    (run_dir / "summary.json").write_text(json.dumps({"config": name}))
+
+
+def _normalized(returns):
+    ref = REFERENCE["CartPole-v1"]
+    return list(stats.normalize(returns, ref.random, ref.high))
+
+
+def test_report_of_runs_by_config_name(tmp_path):
+    nan = math.nan
+    # ppo_cartpole: one run of 3 seeds; seed 2's last log point finished no episode, so its
+    # final return is the one before (the window summary.json takes).
+    _write_run(tmp_path / "a", "ppo_cartpole", [], [[50, 380, 400], [60, 500, 500], [70, 300, nan]])
+    _write_run(tmp_path / "a3", "ppo_cartpole", [], [[20, 300], [30, nan]])
+    for k, final in enumerate([200.0, 450.0, 250.0]):
+        _write_run(tmp_path / "b" / f"seed{k}", "ppo_cartpole_async", [], [[10.0, final]])
+    out = tmp_path / "out"
+    code, err = run_cli_in_process(
+        "report",
+        str(tmp_path / "a"),
+        str(tmp_path / "a3"),
+        str(tmp_path / "b"),
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    assert report["score"] == "normalized"
+    a, b = report["groups"]
+    assert (a["name"], b["name"]) == ("ppo_cartpole", "ppo_cartpole_async")
+    assert a["final_returns"] == [400, 500, 300, 300, 30] and a["runs"] == 5
+    assert b["final_returns"] == [200, 450, 250]
+    scores_a, scores_b = _normalized([400, 500, 300, 300, 30]), _normalized([200, 450, 250])
+    assert a["scores"]["CartPole-v1"] == pytest.approx(scores_a)
+    assert a["iqm"] == pytest.approx(_iqm_reference(scores_a))
+    assert a["median"] == pytest.approx(np.median(scores_a))
+    assert b["mean"] == pytest.approx(np.mean(scores_b))
+    assert b["optimality_gap"] == pytest.approx(np.mean(np.maximum(1 - np.asarray(scores_b), 0)))
+    for g in (a, b):
+        for key in ("iqm", "mean", "median", "optimality_gap"):
+            assert g[f"{key}_ci"][0] <= g[key] <= g[f"{key}_ci"][1]
+    wins = sum((x > y) + 0.5 * (x == y) for x in scores_a for y in scores_b) / 15
+    poi = report["probability_of_improvement"]["ppo_cartpole > ppo_cartpole_async"]
+    assert poi["value"] == pytest.approx(wins)
+    table = (out / "report.md").read_text()
+    assert "| ppo_cartpole | 5 | CartPole-v1 |" in table and "![profile](profile.png)" in table
+    for png in ("intervals.png", "profile.png"):
+        data = (out / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+
+
+def test_report_groups_by_a_config_key_and_by_sweep_point(tmp_path):
+    for lag in (0, 1):
+        for seed in (0, 1):
+            _write_run(
+                tmp_path / f"lag{lag}" / f"s{seed}",
+                "ppo_cartpole",
+                [f"pipeline.lag={lag}"],
+                [[10.0 + lag, 100.0 * (lag + seed + 1)]],
+            )
+    out = tmp_path / "by_key"
+    code, err = run_cli_in_process(
+        "report", str(tmp_path), "--group-by", "pipeline.lag", "--out", str(out), cwd=tmp_path
+    )
+    assert code == 0, err
+    groups = json.loads((out / "report.json").read_text())["groups"]
+    assert [(g["name"], g["final_returns"]) for g in groups] == [
+        ("pipeline.lag=0", [100, 200]),
+        ("pipeline.lag=1", [200, 300]),
+    ]
+
+    sweep = tmp_path / "sweep"
+    rows = []
+    for i, lr in enumerate((0.001, 0.01)):
+        point = sweep / f"{i:03d}_learning_rate={lr}"
+        _write_run(
+            point,
+            "ppo_cartpole",
+            [f"agent.learning_rate={lr}"],
+            [[1.0, 20.0 * (i + 1)], [1.0, 30.0 * (i + 1)]],
+        )
+        records = [json.loads(line) for line in (point / "metrics.jsonl").read_text().splitlines()]
+        rows.append(table_row({"agent.learning_rate": lr}, records, 2, point.name))
+    (sweep / "sweep.json").write_text(json.dumps({"points": rows, "best": 1}))
+    code, err = run_cli_in_process(
+        "report", str(sweep), "--out", str(tmp_path / "by_point"), cwd=tmp_path
+    )
+    assert code == 0, err
+    groups = json.loads((tmp_path / "by_point" / "report.json").read_text())["groups"]
+    assert [(g["name"], g["final_returns"]) for g in groups] == [
+        ("learning_rate=0.001", [20, 30]),
+        ("learning_rate=0.01", [40, 60]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "args, mentions",
+    [
+        (["missing"], "not a directory"),
+        (["empty"], "no run directory"),
+        (["runs", "--group-by", "agent.nope"], "agent.nope"),
+        (["runs", "--group-by", "agent.name"], "mixes envs"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, args, mentions):
+    (tmp_path / "empty").mkdir()
+    _write_run(tmp_path / "runs" / "a", "ppo_cartpole", [], [[1.0]])
+    _write_run(tmp_path / "runs" / "b", "ppo_breakout_minatar", [], [[1.0]])
+    code, err = run_cli_in_process("report", *args, "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert code == 2 and mentions in err and err.strip().count("\n") == 0
+    assert not (tmp_path / "out").exists()
