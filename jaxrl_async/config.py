@@ -1,7 +1,7 @@
 """Typed, frozen run configuration: YAML files, dotted overrides, validation.
 
 A run config has the sections in `Config.SECTIONS` (`env`, `agent`, `pipeline`, `replay`,
-`train`, `checkpoint`, `eval`, `distributed`; their dataclasses are in `sections.py` and
+`train`, `checkpoint`, `eval`, `logger`, `distributed`; their dataclasses are in `sections.py` and
 `agents/configs.py`). YAML and overrides are merged onto the dataclass schema by
 OmegaConf, which rejects unknown keys and values of the wrong type; range checks live in
 each section's `__post_init__`. Every failure is a `ConfigError` with a one-line message that
@@ -30,6 +30,7 @@ from jaxrl_async.sections import (
     DistributedConfig,
     EnvConfig,
     EvalConfig,
+    LoggerConfig,
     PipelineConfig,
     ReplayConfig,
     TrainConfig,
@@ -44,6 +45,7 @@ __all__ = [
     "DistributedConfig",
     "EnvConfig",
     "EvalConfig",
+    "LoggerConfig",
     "PipelineConfig",
     "ReplayConfig",
     "TrainConfig",
@@ -69,6 +71,7 @@ class Config:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    logger: LoggerConfig = dataclasses.field(default_factory=LoggerConfig)
     distributed: DistributedConfig = dataclasses.field(default_factory=DistributedConfig)
 
     SECTIONS: ClassVar[tuple[str, ...]] = (
@@ -79,6 +82,7 @@ class Config:
         "train",
         "checkpoint",
         "eval",
+        "logger",
         "distributed",
     )
 
@@ -193,6 +197,7 @@ def _build(raw, overrides: Sequence[str], name: str) -> Config:
         "train": TrainConfig,
         "checkpoint": CheckpointConfig,
         "eval": EvalConfig,
+        "logger": LoggerConfig,
         "distributed": DistributedConfig,
     }
     for layer in (raw, dotlist):

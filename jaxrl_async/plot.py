@@ -26,7 +26,7 @@ from jaxrl_async.errors import UserError
 
 # Keys that do not change what is trained: runs that differ only here are one config.
 IGNORED_KEYS = ("train.seed", "train.progress", "train.compile_cache")
-IGNORED_SECTIONS = ("checkpoint.", "eval.")
+IGNORED_SECTIONS = ("checkpoint.", "eval.", "logger.")
 # Sweeps with more points than this colour their curves by final return instead of a legend.
 MAX_LEGEND_POINTS = 16
 

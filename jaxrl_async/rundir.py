@@ -39,6 +39,13 @@ RESUMABLE = (
     "eval.episodes",
     "eval.mode",
     "eval.max_steps",
+    # Where records go besides the run directory (W&B), not what is trained.
+    "logger.wandb",
+    "logger.wandb_project",
+    "logger.wandb_entity",
+    "logger.wandb_group",
+    "logger.wandb_tags",
+    "logger.wandb_mode",
 )
 
 

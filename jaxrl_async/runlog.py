@@ -1,5 +1,5 @@
 """A run's records and where they go: the log records of each host call (callbacks,
-metrics.jsonl, TensorBoard, the progress bar)."""
+metrics.jsonl, TensorBoard, W&B with logger.wandb, the progress bar)."""
 
 from __future__ import annotations
 
@@ -78,8 +78,9 @@ class RunLog:
         self.records: list[dict] = [] if plan.point is None else list(plan.point.records)
         self.sinks: list = list(callbacks) if main else []
         self._closers: list = []
-        self._plan, self._main = plan, main
-        self.sinks += self._file_sinks(run_dir)
+        self._plan, self._main, self._logger = plan, main, config.logger
+        # A sweep group's own directory is no W&B run: each of its points is one.
+        self.sinks += self._file_sinks(run_dir, None if points else config.name)
         # A RunGroup's points: each logs its own runs' records to its own directory.
         self.points = list(points)
         self.point_records: list[list[dict]] = []
@@ -91,7 +92,8 @@ class RunLog:
                 if main:  # cut back to the checkpoint, as for the group's own records
                     rundir.write_records(point.run_dir, records)
             self.point_records.append(records)
-            self.point_sinks.append(self._file_sinks(point.run_dir))
+            group = None if point.run_dir is None else point.run_dir.parent.name
+            self.point_sinks.append(self._file_sinks(point.run_dir, group))
         self.progress = Progress(
             plan.num_updates * plan.batch,
             config.train.progress and main,
@@ -104,15 +106,20 @@ class RunLog:
         self._last_calls = plan.start_call
         self._show_progress = config.train.progress and main
 
-    def _file_sinks(self, run_dir: Path | None) -> list:
-        """metrics.jsonl and TensorBoard events in `run_dir` (none on other processes)."""
+    def _file_sinks(self, run_dir: Path | None, group: str | None) -> list:
+        """metrics.jsonl and TensorBoard events in `run_dir` (none on other processes), and
+        with logger.wandb its W&B run, in W&B group `group` by default (None: no W&B run)."""
         if run_dir is None or not self._main:
             return []
         point = self._plan.point
-        sinks = [
+        sinks: list = [
             JsonlSink(run_dir / "metrics.jsonl"),
             TensorBoardSink(run_dir, None if point is None else point.step + 1),
         ]
+        if self._logger.wandb and group is not None:
+            from jaxrl_async.tracking import WandbRun
+
+            sinks.append(WandbRun(self._logger, run_dir, group))
         self._closers += sinks
         return sinks
 

@@ -5,14 +5,16 @@ its own ranges in `__post_init__` (a one-line ConfigError naming the key).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 from typing import Any
 
-from jaxrl_async.errors import require
+from jaxrl_async.errors import ConfigError, require
 
 REPLAY_KINDS = ("prioritized", "uniform")
 EVAL_MODES = ("greedy", "sample")
 PRNG_IMPLS = ("auto", "philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
+WANDB_MODES = ("online", "offline", "disabled")
 NAN_POLICIES = ("stop", "warn")
 # Prefixes of env names stepped on the host by actor threads (`jaxrl_async/host/`).
 HOST_SUITES = ("gymnasium",)
@@ -211,3 +213,38 @@ class DistributedConfig:
             ">= 0 (-1: from the environment)",
         )
         require(self.timeout >= 1, "distributed.timeout", self.timeout, ">= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoggerConfig:
+    """Trackers a run logs to besides metrics.jsonl and TensorBoard, which it always writes.
+
+    Weights & Biases (`pip install 'jaxrl_async[wandb]'`, `tracking.py`): one W&B run per
+    run directory (per point of a sweep), with the resolved config, every log record at its
+    env step and the summary; its id is kept in RUN_DIR/wandb.json, so a resume continues it.
+    """
+
+    wandb: bool = False
+    wandb_project: str = "jaxrl_async"
+    wandb_entity: str = ""  # "": the account's default entity
+    wandb_group: str = ""  # "": the config's name (a sweep's points: the sweep directory's)
+    wandb_tags: tuple[str, ...] = ()
+    wandb_mode: str = "online"  # or "offline" (synced later: `wandb sync`), "disabled"
+
+    def __post_init__(self):
+        require(
+            self.wandb_mode in WANDB_MODES,
+            "logger.wandb_mode",
+            self.wandb_mode,
+            "online, offline or disabled",
+        )
+        if self.wandb and not installed("wandb"):
+            raise ConfigError("logger.wandb=true needs wandb: pip install 'jaxrl_async[wandb]'")
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported (found without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules holds None (import blocked)
+        return False

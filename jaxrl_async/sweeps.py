@@ -33,7 +33,7 @@ import numpy as np
 import yaml
 from omegaconf import OmegaConf
 
-from jaxrl_async import rundir
+from jaxrl_async import rundir, tracking
 from jaxrl_async.config import Config, _parse_overrides, with_overrides
 from jaxrl_async.errors import ConfigError, TrainingInterrupted, UserError
 from jaxrl_async.sweep_table import (
@@ -251,6 +251,7 @@ def _run(groups: list[Group], seeds: int, session: _Session) -> SweepResult:
             )
             if point_dir is not None and not done:
                 (point_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+                tracking.finish(point_dir, summary)
             rows.append(table_row(overrides, recs, seeds, name))
             records.append(recs)
             summaries.append(summary)

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from jaxrl_async import checkpoint as ckpt
-from jaxrl_async import distributed, rundir
+from jaxrl_async import distributed, rundir, tracking
 from jaxrl_async.build import build_pipeline
 from jaxrl_async.compile_cache import CACHE, configure_compile_cache
 from jaxrl_async.config import Config
@@ -305,6 +305,7 @@ def _finish(
     run_dir = run.run_dir if main else None  # the other processes wrote nothing
     if run_dir is not None:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        tracking.finish(run_dir, summary)
     final = "-" if summary["final_return"] is None else f"{summary['final_return']:.1f}"
     log.progress.write(
         f"{config.name}: {summary['env_steps']:,} steps in {summary['wall_seconds']:.1f}s "

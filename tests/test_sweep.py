@@ -12,20 +12,10 @@ import jaxrl_async
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.cli import main
 from jaxrl_async.sweeps import auc, split_overrides
+from tests.helpers.configs import PPO_SWEEP_TINY, SWEEP_GRID
 from tests.helpers.resume import assert_same_records, assert_same_state, interrupt_at, records
 
-# 4 envs x 16 steps, 8 updates, a log point every 2.
-TINY = [
-    "env.num_envs=4",
-    "pipeline.rollout_len=16",
-    "agent.hidden_sizes=[8]",
-    "agent.num_minibatches=2",
-    "train.total_steps=512",
-    "train.log_every=128",
-    "train.num_seeds=2",
-    "train.progress=false",
-]
-GRID = {"agent.learning_rate": [0.0, 0.003], "agent.ent_coef": [0.0, 0.01]}
+TINY, GRID = PPO_SWEEP_TINY, SWEEP_GRID
 
 
 @pytest.fixture(scope="module")

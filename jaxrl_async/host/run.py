@@ -31,7 +31,7 @@ import jax
 import numpy as np
 
 from jaxrl_async import checkpoint as ckpt
-from jaxrl_async import rundir
+from jaxrl_async import rundir, tracking
 from jaxrl_async.compile_cache import configure_compile_cache
 from jaxrl_async.config import Config
 from jaxrl_async.errors import RunFailure, TrainingInterrupted, UserError
@@ -239,6 +239,7 @@ def _finish(config: Config, log: RunLog, result: dict, summary: dict, run_dir: P
 
     if run_dir is not None:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        tracking.finish(run_dir, summary)
     final_text = "-" if summary["final_return"] is None else f"{summary['final_return']:.1f}"
     log.progress.write(
         f"{config.name}: {summary['env_steps']:,} steps in {summary['wall_seconds']:.1f}s, "

@@ -64,3 +64,17 @@ R2D2_TINY = [
     "train.progress=false",
     "pipeline.lag=1",
 ]
+
+# A sweep's runs: PPO on CartPole, 4 envs x 16 steps, 8 updates, a log point every 2, two
+# seeds a point; SWEEP_GRID's 2 x 2 points share one program (test_sweep, test_tracking).
+PPO_SWEEP_TINY = [
+    "env.num_envs=4",
+    "pipeline.rollout_len=16",
+    "agent.hidden_sizes=[8]",
+    "agent.num_minibatches=2",
+    "train.total_steps=512",
+    "train.log_every=128",
+    "train.num_seeds=2",
+    "train.progress=false",
+]
+SWEEP_GRID = {"agent.learning_rate": [0.0, 0.003], "agent.ent_coef": [0.0, 0.01]}

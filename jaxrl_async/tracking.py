@@ -1,0 +1,98 @@
+"""Weights & Biases tracking (`logger.wandb=true`): one W&B run per run directory.
+
+A `WandbRun` is a log sink like metrics.jsonl's: `RunLog` opens one for a run's directory
+(for each point's directory in a sweep, none for a sweep group's own), uploads the
+resolved config (RUN_DIR/config.yaml) and hands it every record, which W&B plots against
+`env_steps`. `finish(run_dir, summary)`, called where summary.json is written, uploads the
+summary and ends the W&B run; a session that fails ends it at exit, marked failed.
+
+The W&B run id is kept in RUN_DIR/wandb.json, so a resumed run continues the same W&B
+run (the records between its last checkpoint and the interruption are logged again).
+Runs are grouped by `logger.wandb_group`, by default the config's name, or for a sweep's
+points the sweep directory's name. W&B's files go to RUN_DIR/wandb/ unless WANDB_DIR says
+otherwise (`wandb sync RUN_DIR/wandb/offline-run-*` uploads an offline run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+
+from jaxrl_async.errors import UserError
+from jaxrl_async.sections import LoggerConfig
+
+ID_FILE = "wandb.json"
+
+# The W&B runs this process has open, by run directory, until their summary.json.
+_OPEN: dict[Path, WandbRun] = {}
+
+
+def _run_id(run_dir: Path) -> str:
+    """The run's W&B id: the one in RUN_DIR/wandb.json, or a new one written there."""
+    path = run_dir / ID_FILE
+    try:
+        return str(json.loads(path.read_text())["id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        run_id = secrets.token_hex(6)  # W&B ids: letters, digits, - and _
+        path.write_text(json.dumps({"id": run_id}) + "\n")
+        return run_id
+
+
+class WandbRun:
+    """The W&B run of one run directory, as a log sink."""
+
+    def __init__(self, logger: LoggerConfig, run_dir: Path, group: str):
+        import wandb
+
+        run_dir = Path(run_dir)
+        try:
+            config = yaml.safe_load((run_dir / "config.yaml").read_text())
+        except OSError:
+            config = None
+        try:
+            self._run = wandb.init(
+                project=logger.wandb_project,
+                entity=logger.wandb_entity or None,
+                group=logger.wandb_group or group,
+                tags=list(logger.wandb_tags) or None,
+                mode=cast(Any, logger.wandb_mode),  # checked by LoggerConfig
+                id=_run_id(run_dir),
+                resume="allow",
+                name=run_dir.name,
+                config=config,
+                dir=os.environ.get("WANDB_DIR") or str(run_dir),
+                # Several W&B runs at once (a sweep's points); the console is the run's own.
+                settings=wandb.Settings(reinit="create_new", console="off"),
+            )
+        except wandb.errors.Error as e:
+            lines = str(e).strip().splitlines()
+            raise UserError(f"W&B: {lines[0] if lines else type(e).__name__}") from None
+        self._run.define_metric("env_steps")
+        self._run.define_metric("*", step_metric="env_steps")
+        _OPEN[run_dir.resolve()] = self
+
+    def __call__(self, record: dict) -> None:
+        self._run.log(
+            {k: v for k, v in record.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        )
+
+    def close(self) -> None:
+        """Nothing yet: the summary comes after the log closes (`finish`)."""
+
+    def finish(self, summary: dict | None) -> None:
+        if summary:
+            self._run.summary.update(summary)
+        self._run.finish()
+
+
+def finish(run_dir: Path | None, summary: dict) -> None:
+    """Upload `summary` to the run directory's W&B run, if it has one open, and end it."""
+    run = None if run_dir is None else _OPEN.pop(Path(run_dir).resolve(), None)
+    if run is not None:
+        run.finish(summary)
