@@ -75,7 +75,7 @@ def export_run(config: Config, plan: RunPlan, built, platform: str) -> dict:
         )
     )
     pipeline = built.pipeline
-    state = jax.jit(pipeline.init).lower(key).out_info
+    state = jax.eval_shape(pipeline.init, key)  # laid out as init lays it out
     return {
         "platform": platform,
         "programs": {

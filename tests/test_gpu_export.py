@@ -1,0 +1,100 @@
+"""The GPU programs checked without a GPU: every shipped config's init and training chunk
+exported for CUDA with jax.export at the run's real shapes, and refused where a GPU
+could not run them; CPU-only XLA options and flags stay on CPU."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxrl_async
+from jaxrl_async import _xla_flags
+from jaxrl_async.config import available_configs
+from jaxrl_async.errors import UserError
+from jaxrl_async.pipeline import init_options
+from jaxrl_async.tools.gpu_export import check_module, export_program
+from jaxrl_async.tools.plan import make_plan
+
+
+def _problems(name: str) -> dict:
+    """{program: problems} of shipped config `name` exported for CUDA; skipped where its
+    env suite is not installed."""
+    try:
+        plan = make_plan(jaxrl_async.load_config(name), "cuda")
+    except UserError as e:
+        if "pip install" in str(e) or "not installed" in str(e):
+            pytest.skip(str(e))
+        raise
+    programs = plan["export"]["programs"]
+    # A host-env config exports its learner's init only (its envs are numpy on the host).
+    host = plan["env"].startswith("gymnasium:")
+    assert set(programs) == ({"learner init"} if host else {"init", "chunk"})
+    return {program: found["problems"] for program, found in programs.items()}
+
+
+def test_a_small_config_exports_for_cuda():
+    """ppo_cartpole's plan for one GPU: fused on its one device, both programs clean."""
+    plan = make_plan(jaxrl_async.load_config("ppo_cartpole"), "cuda")
+    assert plan["devices"]["line"] == "devices: 1 GPU, fused"
+    assert plan["memory"] is None  # no GPU here to measure against
+    programs = plan["export"]["programs"]
+    assert {k: v["problems"] for k, v in programs.items()} == {"init": [], "chunk": []}
+    assert all(not t.startswith("lapack") for t in programs["init"]["custom_calls"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", available_configs())
+def test_every_shipped_config_exports_for_cuda(name):
+    problems = _problems(name)
+    assert problems and not any(problems.values()), problems
+
+
+def test_host_callback_in_the_training_program_is_refused():
+    """A host callback does not even lower for CUDA on a CPU machine (the callback is
+    bound to this backend); in a module that has one, the chunk is refused, init is not."""
+
+    def chunk(x):
+        return jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x) + 1
+
+    found = export_program(chunk, (jax.ShapeDtypeStruct((4,), jnp.float32),), "cuda", "chunk")
+    assert found["problems"] and found["problems"][0].startswith("does not lower")
+    text = "%0 = stablehlo.custom_call @xla_ffi_python_gpu_callback(%arg0)"
+    targets, problems = check_module(text, "chunk")
+    assert targets == ["xla_ffi_python_gpu_callback"]
+    assert problems == ["host callback xla_ffi_python_gpu_callback in the training program"]
+    assert check_module(text, "init")[1] == []
+
+
+def test_cpu_only_custom_calls_and_64_bit_values_are_refused():
+    """LAPACK's QR, as lowered for a CPU, is refused; so are f64/i64 values, but not an
+    attribute's own i64 type, nor the ui64 of Philox's high-half multiply."""
+    x = jax.ShapeDtypeStruct((8, 8), jnp.float32)
+    found = export_program(lambda a: jnp.linalg.qr(a)[0], (x,), "cpu", "init")
+    assert any("CPU-only custom call lapack" in p for p in found["problems"])
+    clean = export_program(lambda a: jnp.linalg.qr(a)[0], (x,), "cuda", "init")
+    assert clean["problems"] == [] and clean["custom_calls"]
+    text = (
+        "%0 = stablehlo.constant dense<32> : tensor<ui64>\n"
+        '"stablehlo.all_reduce"(%1) <{replica_groups = dense<0> : tensor<1x1xi64>}>\n'
+    )
+    assert check_module(text, "chunk") == ([], [])
+    wide = check_module(text + "%2 = stablehlo.convert %1 : (tensor<4xf32>) -> tensor<4xf64>", "")
+    assert wide[1] == ["64-bit values (f64) with x64 off"]
+
+
+def test_cpu_only_xla_options_and_flags_apply_on_cpu_only(monkeypatch):
+    """Init's fast-compile options are CPU ones on CPU and none on a GPU; the flags set on
+    import name the CPU backend only (XLA's other backends ignore them)."""
+    cpu, cuda = init_options("cpu"), init_options("cuda", {"xla_gpu_deterministic_ops": True})
+    assert cpu["xla_cpu_use_fusion_emitters"] is False and "xla_backend_optimization_level" in cpu
+    assert cuda == {"xla_gpu_deterministic_ops": True}
+    monkeypatch.delenv("JAXRL_ASYNC_KEEP_XLA_FLAGS", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setattr(_xla_flags, "cpu_cores", lambda: 4)
+    _xla_flags.apply_default_xla_flags()
+    flags = [f.split("=")[0] for f in os.environ["XLA_FLAGS"].split()]
+    assert flags and all(
+        f.startswith("--xla_cpu_") or f == "--xla_force_host_platform_device_count" for f in flags
+    )
