@@ -82,8 +82,13 @@ def _resume(args) -> int:
 
 def _eval(args) -> int:
     from jaxrl_async.evaluate import evaluate_run
+    from jaxrl_async.video import record_video
 
-    r = evaluate_run(args.run_dir, args.episodes, args.mode, args.seed)
+    if args.video:
+        r = record_video(args.run_dir, args.video, args.episodes, args.mode, args.seed)
+        print(f"video: {r['video']} ({r['episodes']} episodes, {r['frames']:,} frames)")
+    else:
+        r = evaluate_run(args.run_dir, args.episodes, args.mode, args.seed)
     print(
         f"{args.run_dir}: {r['return_mean']:.2f} ± {r['return_std']:.2f} over {r['episodes']} "
         f"episodes ({r['mode']}, checkpoint at {r['env_steps']:,} env steps)"
@@ -296,6 +301,7 @@ def _add_eval(sub) -> None:
         help="the greedy (mean) action or the policy's own sampling; default: the run's eval.mode",
     )
     p.add_argument("--seed", type=int, default=None, help="default: the run's train.seed")
+    p.add_argument("--video", metavar="PATH", help="also render the episodes to PATH (.gif, .mp4)")
     p.set_defaults(func=_eval)
 
 

@@ -27,10 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async import checkpoint as ckpt
 from jaxrl_async import distributed, rundir
 from jaxrl_async import envs as envs_lib
-from jaxrl_async.build import build_pipeline
+from jaxrl_async.checkpoint_run import restore_run
 from jaxrl_async.config import EVAL_MODES, Config, EvalConfig
 from jaxrl_async.envs.wrappers import NormalizeObservation, NormState, VecEnv
 from jaxrl_async.types import ActorClock, Agent, Memory
@@ -131,6 +130,15 @@ def make_evaluator(agent: Agent, env, env_params, config: EvalConfig, normalize_
     With `normalize_obs`, observations are normalised with `obs_stats` (a NormState, see
     `obs_stats`) as the training env did, frozen.
     """
+    return functools.partial(
+        run_evaluation, eval_parts(agent, env, env_params, config, normalize_obs)
+    )
+
+
+def eval_parts(
+    agent: Agent, env, env_params, config: EvalConfig, normalize_obs: bool = False
+) -> EvalParts:
+    """What `make_evaluator`'s evaluate holds fixed (its arguments checked)."""
     mode, num_episodes = config.mode, config.episodes
     if mode not in MODES:
         raise ValueError(f"evaluation mode must be one of {MODES}, got {mode!r}")
@@ -140,7 +148,7 @@ def make_evaluator(agent: Agent, env, env_params, config: EvalConfig, normalize_
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
     vec_env = VecEnv(env)
     index = jnp.arange(num_episodes)
-    parts = EvalParts(
+    return EvalParts(
         agent,
         vec_env,
         env_params,
@@ -149,7 +157,6 @@ def make_evaluator(agent: Agent, env, env_params, config: EvalConfig, normalize_
         index,
         episode_limit(env_params, config.max_steps),
     )
-    return functools.partial(run_evaluation, parts)
 
 
 class EvalCall(NamedTuple):
@@ -166,6 +173,19 @@ def run_evaluation(
     parts: EvalParts, params, key, env_steps, obs_stats: NormState | None = None
 ) -> tuple[jax.Array, jax.Array]:
     """`make_evaluator`'s evaluate: (returns [N], lengths [N]) of the first episodes."""
+    call, loop = start_evaluation(parts, params, key, env_steps, obs_stats)
+    loop = jax.lax.while_loop(
+        lambda loop: (loop.t < parts.limit) & jnp.any(loop.alive),
+        functools.partial(eval_step, parts, call),
+        loop,
+    )
+    return loop.returns, loop.lengths
+
+
+def start_evaluation(
+    parts: EvalParts, params, key, env_steps, obs_stats: NormState | None = None
+) -> tuple[EvalCall, EvalLoop]:
+    """The evaluation's fixed inputs and its loop before the first step (envs reset)."""
     if parts.normalizer is not None and obs_stats is None:
         raise ValueError("normalize_obs needs the training run's obs_stats")
     num_episodes = parts.env_index.shape[0]
@@ -181,12 +201,7 @@ def run_evaluation(
         jnp.zeros(num_episodes, jnp.float32),
         jnp.zeros(num_episodes, jnp.int32),
     )
-    loop = jax.lax.while_loop(
-        lambda loop: (loop.t < parts.limit) & jnp.any(loop.alive),
-        functools.partial(eval_step, parts, call),
-        loop,
-    )
-    return loop.returns, loop.lengths
+    return call, loop
 
 
 def eval_step(parts: EvalParts, call: EvalCall, loop: EvalLoop) -> EvalLoop:
@@ -365,17 +380,12 @@ def evaluate_run(
         (run_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
         return result
     eval_config = eval_settings(config.eval, episodes, mode)
-    step, info = ckpt.read_meta(rundir.checkpoint_dir(run_dir))
-    impl = info.get("prng_impl", config.prng_impl)
     seed = config.train.seed if seed is None else seed
-    pipeline, agent = build_pipeline(config, env, env_params)
-    # The checkpoint's layout, traced from init (nothing runs), then the checkpoint itself.
-    like = jax.jit(pipeline.init).lower(jax.random.key(config.train.seed, impl=impl)).out_info
-    state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=step)
+    step, state, agent, config = restore_run(run_dir, config, env, env_params)
     # The evaluation's own settings: the run's, with the given ones and the checkpoint's PRNG.
     evaluation = Evaluation(
         dataclasses.replace(
-            config, eval=eval_config, train=dataclasses.replace(config.train, seed=seed, prng=impl)
+            config, eval=eval_config, train=dataclasses.replace(config.train, seed=seed)
         ),
         agent,
         env,

@@ -13,6 +13,7 @@ statistics, frozen.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -63,8 +64,12 @@ def _split(memory: Memory | None) -> tuple:
     return (None, None) if memory is None else tuple(memory)
 
 
-def evaluate_host(config: Config, run_dir: Path, seed: int) -> tuple[int, np.ndarray, np.ndarray]:
-    """(checkpoint step, returns [N], lengths [N]) of the run's latest checkpoint."""
+def evaluate_host(
+    config: Config, run_dir: Path, seed: int, watch: Callable | None = None
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """(checkpoint step, returns [N], lengths [N]) of the run's latest checkpoint.
+    `watch(env, running)` is called before every step with the envs whose first episode
+    still runs (`running` [N] bool): a video's frames (`video/host.py`)."""
     n = config.eval.episodes
     env = make_gymnasium(
         config.env.name,
@@ -90,6 +95,8 @@ def evaluate_host(config: Config, run_dir: Path, seed: int) -> tuple[int, np.nda
         finished = np.zeros(n, bool)
         obs, memory = env.reset(EVAL_SEED_OFFSET + seed * n), agent.initial_memory(n)
         for t in range(config.eval.max_steps or MAX_STEPS):
+            if watch is not None:
+                watch(env, ~finished)
             carry, action = policy(params, memory, seen(obs), np.int32(t))
             out = env.step(np.asarray(action))
             new_episode = out.terminated | out.truncated  # as the training actor resets

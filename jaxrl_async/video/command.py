@@ -1,0 +1,54 @@
+"""`jaxrl-async eval RUN_DIR --video PATH`: the latest checkpoint's evaluation episodes
+as a GIF or MP4, one episode after another, plus the evaluation's RUN_DIR/eval.json."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from jaxrl_async import rundir
+from jaxrl_async.evaluate import eval_result, eval_settings
+from jaxrl_async.video.renderers import headless_gl, renderer_for
+from jaxrl_async.video.writer import check_video_path, write_video
+
+
+def record_video(
+    run_dir: str | Path,
+    path: str | Path,
+    episodes: int | None = None,
+    mode: str | None = None,
+    seed: int | None = None,
+    *,
+    env=None,
+    env_params=None,
+) -> dict:
+    """Evaluate the run's latest checkpoint as `evaluate.evaluate_run` does (the same
+    numbers, also written to RUN_DIR/eval.json) and write its episodes to `path` (.gif or
+    .mp4). The result adds "video" (the path) and "frames" (one per episode step).
+    A path of another format, a missing imageio and an env that cannot be rendered are
+    one-line UserErrors, raised before anything is evaluated."""
+    path = check_video_path(path)
+    headless_gl()  # before an env suite imports MuJoCo (Brax, Gymnasium's MuJoCo envs)
+    run_dir = Path(run_dir)
+    config = rundir.resume_config(run_dir)
+    eval_config = eval_settings(config.eval, episodes, mode)
+    config = dataclasses.replace(config, eval=eval_config)
+    seed = config.train.seed if seed is None else seed
+    if env is None and config.env.host:
+        from jaxrl_async.video.host import record_host_run
+
+        step, returns, lengths, frames, fps = record_host_run(run_dir, config, seed)
+    else:
+        from jaxrl_async.video.record import record_run
+
+        def render(env, env_params):
+            return renderer_for(config.env.name, env, env_params)
+
+        step, returns, lengths, frames, fps = record_run(
+            run_dir, config, seed, render, env, env_params
+        )
+    count = write_video(path, frames, fps)
+    result = eval_result(run_dir, step, eval_config, seed, (returns, lengths))
+    (run_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+    return {**result, "video": str(path), "frames": count}

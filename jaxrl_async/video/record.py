@@ -1,0 +1,106 @@
+"""Recording an evaluation's episodes for a video (`jaxrl-async eval RUN --video PATH`).
+
+The recording is the evaluation itself: the same key, envs, policy and steps as
+`evaluate.run_evaluation` (its returns and lengths are the evaluation's, bit for bit),
+run `CHUNK` steps per call of a jitted `lax.scan` that also keeps each env's
+`Renderer.select` of every step. The host pulls a chunk's selections of the envs whose
+first episode is still running and draws them when the evaluation is over.
+
+Frame rule: one frame per step of an episode, showing the state the agent acted on: the
+first frame is the state after reset, the last the one before the final action. The
+state an episode ends in is not shown (an env auto-resets in that very step), so an
+episode of L steps has exactly L frames.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_async import distributed
+from jaxrl_async import envs as envs_lib
+from jaxrl_async.evaluate import (
+    EvalCall,
+    EvalLoop,
+    EvalParts,
+    eval_key,
+    eval_parts,
+    eval_step,
+    obs_stats,
+    start_evaluation,
+)
+from jaxrl_async.video.renderers import Renderer
+
+CHUNK = 64  # steps a call of the recording program runs
+
+
+def _advance(parts: EvalParts, select, chunk: int, call: EvalCall, loop: EvalLoop):
+    """`chunk` more steps of the evaluation (none past its end): the loop after them and,
+    per step, (every env's selection [chunk, N, ...], whether it is a frame [chunk, N])."""
+
+    def body(loop: EvalLoop, _):
+        running = (loop.t < parts.limit) & jnp.any(loop.alive)
+        shown = jax.vmap(select)(loop.env_state, loop.obs)
+        step = functools.partial(eval_step, parts, call)
+        return jax.lax.cond(running, step, lambda loop: loop, loop), (shown, loop.alive & running)
+
+    return jax.lax.scan(body, loop, length=chunk)
+
+
+def record_episodes(parts: EvalParts, select, args, chunk: int = CHUNK):
+    """(returns [N], lengths [N], selections): the evaluation of `args` (`run_evaluation`'s
+    params, key, env_steps, obs_stats) and, per env, the selections of its first
+    episode's steps stacked [L_i, ...] (numpy)."""
+    begin = jax.jit(functools.partial(start_evaluation, parts))
+    advance = jax.jit(functools.partial(_advance, parts, select, chunk))
+    call, loop = begin(*args)
+    num_envs = parts.env_index.shape[0]
+    kept: list[list[Any]] = [[] for _ in range(num_envs)]
+    while True:
+        loop, (shown, frame) = advance(call, loop)
+        shown, frame, t, alive = jax.device_get((shown, frame, loop.t, loop.alive))
+        for i in np.flatnonzero(frame.any(axis=0)):
+            rows = frame[:, i]
+            kept[i].append(jax.tree.map(lambda x, i=i, rows=rows: x[rows, i], shown))
+        if t >= parts.limit or not alive.any():
+            break
+    stacked = [jax.tree.map(lambda *x: np.concatenate(x), *chunks) for chunks in kept]
+    returns, lengths = jax.device_get((loop.returns, loop.lengths))
+    return returns, lengths, stacked
+
+
+def frames_of(renderer: Renderer, selections: list) -> Iterator[np.ndarray]:
+    """Every episode's frames, one episode after another."""
+    for episode in selections:
+        steps = jax.tree.leaves(episode)[0].shape[0]
+        for t in range(steps):
+            yield renderer.draw(jax.tree.map(lambda x, t=t: x[t], episode))
+
+
+def record_run(run_dir: Path, config, seed: int, render, env=None, env_params=None):
+    """(step, returns [N], lengths [N], frames) of a JAX-env run's latest checkpoint
+    evaluated as `config.eval` says (the run's config with the eval's settings) with
+    keys of `seed`; `render(env, env_params) -> Renderer` is asked before anything runs."""
+    from jaxrl_async.checkpoint_run import restore_run
+
+    env, env_params = envs_lib.resolve(config.env, env, env_params)
+    renderer = render(env, env_params)
+    step, state, agent, config = restore_run(run_dir, config, env, env_params)
+    parts = eval_parts(agent, env, env_params, config.eval, config.env.normalize_obs)
+    key = eval_key(seed, step, config.prng_impl)
+    args = (
+        state.learner.params,
+        key,
+        jnp.int32(min(step, np.iinfo(np.int32).max)),
+        obs_stats(state.env_state),
+    )
+    # distributed.local: with several processes, this process's copy; one device runs it.
+    args = jax.device_put(distributed.local(args), jax.local_devices()[0])
+    returns, lengths, selections = record_episodes(parts, renderer.select, args)
+    return step, returns, lengths, frames_of(renderer, selections), renderer.fps
