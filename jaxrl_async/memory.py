@@ -183,6 +183,11 @@ def device_memory(devices) -> tuple[int, str] | None:
     return int(limit), f"{gib(int(limit))} per {device.platform.upper()} device"
 
 
+def check_run_fits(config, pipelines, devices) -> None:
+    """Refuse (one-line UserError) a run of `pipelines` that cannot fit in `devices`."""
+    check_fits(run_footprint(config, pipelines), devices, config.train.num_seeds)
+
+
 def check_fits(footprint: Footprint, devices, num_seeds: int = 1) -> None:
     """Raise a one-line UserError if `footprint` cannot fit in `devices`' memory."""
     memory = device_memory(devices)

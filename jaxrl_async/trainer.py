@@ -30,7 +30,7 @@ from jaxrl_async.compile_cache import CACHE, configure_compile_cache
 from jaxrl_async.config import Config
 from jaxrl_async.errors import UserError
 from jaxrl_async.evaluate import Evaluation
-from jaxrl_async.memory import check_fits, run_footprint
+from jaxrl_async.memory import check_run_fits
 from jaxrl_async.pipeline import (
     DETERMINISTIC_OPTIONS,
     compile_chunk,
@@ -255,9 +255,7 @@ def train(
     run_dir = None if run_dir is None else Path(run_dir)
     plan = plan_run(config, run_dir, resume)
     built = build(config, plan, env, env_params)
-    # Refused before anything is allocated or written: a run that cannot fit in memory.
-    footprint = run_footprint(config, (built.pipeline, built.learner_pipeline))
-    check_fits(footprint, built.devices, config.train.num_seeds)
+    check_run_fits(config, (built.pipeline, built.learner_pipeline), built.devices)  # unallocated
     fresh_dir = run_dir if plan.point is None else None  # a new run's directory, if any
     # Decided together: a process that raised alone would leave the others waiting.
     if fresh_dir is not None and distributed.any_process(
