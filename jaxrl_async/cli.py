@@ -80,22 +80,6 @@ def _resume(args) -> int:
     return 0
 
 
-def _eval(args) -> int:
-    from jaxrl_async.evaluate import evaluate_run
-    from jaxrl_async.video import record_video
-
-    if args.video:
-        r = record_video(args.run_dir, args.video, args.episodes, args.mode, args.seed)
-        print(f"video: {r['video']} ({r['episodes']} episodes, {r['frames']:,} frames)")
-    else:
-        r = evaluate_run(args.run_dir, args.episodes, args.mode, args.seed)
-    print(
-        f"{args.run_dir}: {r['return_mean']:.2f} ± {r['return_std']:.2f} over {r['episodes']} "
-        f"episodes ({r['mode']}, checkpoint at {r['env_steps']:,} env steps)"
-    )
-    return 0
-
-
 def _describe(space) -> str:
     """One line per space, whatever its bounds look like."""
     import numpy as np
@@ -291,18 +275,9 @@ def _add_resume(sub) -> None:
 
 
 def _add_eval(sub) -> None:
-    p = sub.add_parser("eval", help="evaluate a run's latest checkpoint (also RUN_DIR/eval.json)")
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--episodes", type=int, default=None, help="default: the run's eval.episodes")
-    p.add_argument(
-        "--mode",
-        choices=("greedy", "sample"),
-        default=None,
-        help="the greedy (mean) action or the policy's own sampling; default: the run's eval.mode",
-    )
-    p.add_argument("--seed", type=int, default=None, help="default: the run's train.seed")
-    p.add_argument("--video", metavar="PATH", help="also render the episodes to PATH (.gif, .mp4)")
-    p.set_defaults(func=_eval)
+    from jaxrl_async.eval_cli import add_eval  # its arguments and dispatch
+
+    add_eval(sub)
 
 
 def _add_plot(sub) -> None:
