@@ -70,7 +70,7 @@ def common_plan(config: Config, plan: RunPlan, footprint: memory.Footprint, prog
 
 
 def _batches(config: Config, layout: Layout) -> dict:
-    """What each device holds of the run's batches (split: the learner's devices for the
+    """What each device holds of one seed's batches (split: the learner's devices for the
     learner's batches, the actors' for the envs)."""
     actors = layout.actor_devices or layout.devices
     envs = config.env.num_envs // actors
@@ -78,7 +78,9 @@ def _batches(config: Config, layout: Layout) -> dict:
         "seeds": config.train.num_seeds,
         "envs": envs,
         "trajectory": [config.pipeline.rollout_len, envs],
-        "rows_per_gradient_step": learner_rows(config) // layout.learner_devices,
+        "rows_per_gradient_step": learner_rows(config)
+        // config.train.num_seeds
+        // layout.learner_devices,
     }
     if config.agent.off_policy:
         batches["replay_capacity"] = config.replay.capacity // layout.learner_devices
@@ -119,7 +121,8 @@ def format_plan(plan: dict) -> str:
         f"  placement: {d['placement_why']}",
     ]
     if b:
-        lines.append("per device: " + ", ".join(_batch_words(b)))
+        each = f" (each of {b['seeds']} seeds)" if b["seeds"] > 1 else ""
+        lines.append(f"per device{each}: " + ", ".join(_batch_words(b)))
     lines.append("bytes per device:")
     parts = plan["bytes_per_device"]
     lines += [f"  {name:<16} {memory.gib(n):>10}" for name, n in parts.items()]
@@ -143,8 +146,6 @@ def _batch_words(b: dict) -> list[str]:
     words.append(f"{b['rows_per_gradient_step']:,} rows per gradient step")
     if "replay_capacity" in b:
         words.append(f"replay {b['replay_capacity']:,} transitions, batch {b['replay_batch']:,}")
-    if b["seeds"] > 1:
-        words.append(f"{b['seeds']} seeds each")
     return words
 
 
