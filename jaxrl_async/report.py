@@ -50,7 +50,7 @@ def read_run(run_dir: Path, label: str | None = None) -> RunFinals:
     config = run["config"] or {}
     return RunFinals(
         source=str(run_dir),
-        label=label or run["name"],
+        label=label or str(config.get("name", run["name"])),
         task=str(config.get("env.name", "unknown")),
         config=config,
         finals=[_last_finite(np.asarray(row)) for row in rows],

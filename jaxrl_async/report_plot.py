@@ -34,6 +34,9 @@ def plot_intervals(report: dict, out: str | Path) -> Path:
             color = colors[row % len(colors)]
             ax.barh(row, high - low, left=low, height=0.6, color=color, alpha=0.5)
             ax.plot([g[key]] * 2, [row - 0.3, row + 0.3], color="black", linewidth=1.5)
+        ax.use_sticky_edges = False  # a margin around the bars, not an interval cut at the frame
+        ax.margins(x=0.08)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(4))
         ax.set_title(TITLES[key])
         ax.set_yticks(range(len(groups)))
         ax.set_yticklabels([g["name"] for g in groups] if ax is axes[0] else [])
