@@ -18,11 +18,6 @@ unreadable, corrupt or shaped for another config.
 from __future__ import annotations
 
 import contextlib
-import gc
-import logging
-import os
-import sys
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -32,7 +27,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from jaxrl_async import distributed
-from jaxrl_async.errors import UserError
+from jaxrl_async.errors import RunFailure, UserError
+from jaxrl_async.orbax_quiet import quiet_failed_reads
 
 FORMAT = 1  # bumped when the layout of `meta` changes
 
@@ -104,56 +100,7 @@ def _first_line(e: BaseException) -> str:
     return (lines[0] if lines else type(e).__name__)[:300]
 
 
-class _DropOrbaxLogs(logging.Filter):
-    """Orbax logs what it tolerates through absl at WARNING and ERROR (an unparsable or
-    missing _CHECKPOINT_METADATA, which it then ignores) and what it then raises for.
-    What matters reaches us as an exception, which the callers turn into one
-    CheckpointError line, so its log lines would only add noise to that line or to a
-    resume that succeeds; CRITICAL still passes."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.CRITICAL or f"{os.sep}orbax{os.sep}" not in record.pathname
-
-
-logging.getLogger("absl").addFilter(_DropOrbaxLogs())
-
-
-@contextlib.contextmanager
-def _quiet_failed_reads():
-    """Orbax reads the arrays concurrently, and when one read fails it closes its event
-    loop while tensorstore still completes the others, which then report "Event loop
-    is closed" (unraisable exceptions, from tensorstore's threads) or log
-    never-retrieved task errors. The first failure is the one to report: while a
-    restore runs, and after it fails until those stragglers stop, drop the rest."""
-    dropped = [time.monotonic()]
-    previous_hook = sys.unraisablehook
-
-    def hook(unraisable):
-        if isinstance(unraisable.exc_value, RuntimeError) and "Event loop is closed" in str(
-            unraisable.exc_value
-        ):
-            dropped.append(time.monotonic())
-        else:
-            previous_hook(unraisable)
-
-    logger = logging.getLogger("asyncio")
-    level = logger.level
-    sys.unraisablehook = hook
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    except BaseException:
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < min(deadline, dropped[-1] + 0.2):
-            time.sleep(0.02)
-        gc.collect()
-        raise
-    finally:
-        sys.unraisablehook = previous_hook
-        logger.setLevel(level)
-
-
-def _manager(directory: Path, keep: int | None = None, create: bool = False):
+def _manager(directory: Path, create: bool = False):
     # Async: a save returns once orbax holds the (host) arrays; `wait` decides whether
     # the caller then blocks until the checkpoint is on disk.
     multiprocess = {}
@@ -167,7 +114,6 @@ def _manager(directory: Path, keep: int | None = None, create: bool = False):
         if create:  # orbax does not create the root for a subset of processes
             directory.mkdir(parents=True, exist_ok=True)
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep,
         create=create and not multiprocess,
         enable_async_checkpointing=create,
         cleanup_tmp_directories=create,
@@ -178,19 +124,32 @@ def _manager(directory: Path, keep: int | None = None, create: bool = False):
     )
 
 
+class CheckpointWriteError(RunFailure):
+    """A save that could not be written (a full disk, a read-only directory): one line;
+    the checkpoints before it stay as they were. `latest`: the newest (None: none)."""
+
+    latest: int | None = None
+
+
 class Checkpointer:
     """Saves to `directory` (created), keeping the latest `keep` checkpoints.
 
     Creating one removes temporary directories a crashed save left behind. A save
     first copies the state to host memory, so the caller may donate or overwrite
-    the device arrays as soon as `save` returns. With several processes every process
-    makes one and calls `save` at the same points (the state is gathered across them);
-    only the one with `write=True` (process 0) touches the directory.
+    the device arrays as soon as `save` returns. Older checkpoints are removed only once
+    the new one is complete on disk; a save that fails raises CheckpointWriteError. With
+    several processes every process makes one and calls `save` at the same points (the
+    state is gathered across them); only the one with `write=True` (process 0) touches
+    the directory.
     """
 
     def __init__(self, directory: str | Path, keep: int = 3, write: bool = True):
-        self.directory = Path(directory)
-        self._manager = _manager(self.directory, keep, create=True) if write else None
+        self.directory, self._keep = Path(directory), keep
+        self._writing: int | None = None  # the step of a save still being written
+        self._manager = None
+        if write:
+            with self._failing_as(None):
+                self._manager = _manager(self.directory, create=True)
 
     def save(self, step: int, state, meta: dict, wait: bool = True) -> Path:
         """Write `state` (any pytree of arrays, typed keys, scalars) and JSON-able `meta`.
@@ -213,31 +172,76 @@ class Checkpointer:
         record = {"format": FORMAT, "step": int(step), "info": meta, "leaves": leaves}
         if self._manager is None:
             return self.directory / str(int(step))
-        self._manager.save(
-            int(step),
-            args=ocp.args.Composite(
-                state=ocp.args.PyTreeSave(_nest(arrays)), meta=ocp.args.JsonSave(record)
-            ),
-            force=True,
-        )
+        self.wait()  # the previous save is complete before this one starts
+        with self._failing_as(int(step)):
+            # A directory that takes no file fails here: once orbax has started, its
+            # writer threads would wait for the directory it could not make, and keep
+            # the process from exiting for minutes.
+            probe = self.directory / ".write-check"
+            probe.touch()
+            probe.unlink()
+            self._manager.save(
+                int(step),
+                args=ocp.args.Composite(
+                    state=ocp.args.PyTreeSave(_nest(arrays)), meta=ocp.args.JsonSave(record)
+                ),
+                force=True,
+            )
+        self._writing = int(step)
         if wait:
             self.wait()
         return self.directory / str(int(step))
 
     def wait(self) -> None:
-        """Block until every save so far is complete on disk."""
-        if self._manager is not None:
+        """Block until every save so far is complete on disk, then drop the checkpoints
+        past `keep`."""
+        if self._manager is None or self._writing is None:
+            return
+        step, self._writing = self._writing, None
+        with self._failing_as(step):
             self._manager.wait_until_finished()
+            if step not in self._complete():  # orbax may log a failed write and go on
+                raise OSError(f"checkpoint {step} is incomplete after its save")
+            for old in self._complete()[: -self._keep]:
+                self._manager.delete(old)
+
+    def _complete(self) -> list[int]:
+        assert self._manager is not None
+        self._manager.reload()  # what is on disk, not what orbax expected to write
+        return sorted(self._manager.all_steps())
+
+    @contextlib.contextmanager
+    def _failing_as(self, step: int | None):
+        """Whatever writing raises as one CheckpointWriteError line."""
+        try:
+            yield
+        except Exception as e:  # noqa: BLE001  (orbax, tensorstore and the OS raise many types)
+            try:
+                done = self._complete() if self._manager is not None else []
+            except Exception:  # noqa: BLE001  (the directory may be unreadable too)
+                done = []
+            older = [s for s in done if step is None or s < step]
+            where = self.directory if step is None else self.directory / str(step)
+            kept = f"{self.directory / str(older[-1])} is intact" if older else "none before it"
+            error = CheckpointWriteError(
+                f"cannot write checkpoint {where}: {_first_line(e)} ({kept})"
+            )
+            error.latest = older[-1] if older else None
+            raise error from None
 
     def steps(self) -> list[int]:
         if self._manager is None:
             return steps(self.directory)
         self.wait()
-        return sorted(self._manager.all_steps())
+        return self._complete()
 
     def close(self) -> None:
         if self._manager is not None:
-            self._manager.close()  # waits for a save in flight
+            try:
+                self.wait()
+            finally:
+                with self._failing_as(None):
+                    self._manager.close()
 
 
 def steps(directory: str | Path) -> list[int]:
@@ -360,7 +364,7 @@ def restore(directory: str | Path, like, step: int | None = None) -> tuple[Any, 
             lambda _: ocp.RestoreArgs(restore_type=np.ndarray), _nest(stored)
         )
         try:
-            with _quiet_failed_reads():
+            with quiet_failed_reads():
                 arrays = manager.restore(
                     step,
                     args=ocp.args.Composite(

@@ -102,8 +102,9 @@ def run_loop(run: Run, log: RunLog, saver: ckpt.Checkpointer | None):
 
 @contextlib.contextmanager
 def _naming_checkpoint(run: Run, saved: Callable[[], int]):
-    """TrainingDiverged raised inside gets the run's newest checkpoint (host calls
-    `saved()`; -1: none), which holds a state whose metrics were all checked."""
+    """What the run's failures inside say of its checkpoints: TrainingDiverged names the
+    newest (host calls `saved()`; -1: none), whose state's metrics were all checked; a
+    save that failed names the run to resume where an earlier checkpoint is intact."""
     try:
         yield
     except TrainingDiverged as e:
@@ -111,6 +112,9 @@ def _naming_checkpoint(run: Run, saved: Callable[[], int]):
             e.checkpoint = rundir.checkpoint_dir(run.run_dir) / str(
                 saved() * run.plan.steps_per_call
             )
+        raise
+    except ckpt.CheckpointWriteError as e:
+        e.run_dir = None if e.latest is None else run.run_dir
         raise
 
 
