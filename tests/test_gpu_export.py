@@ -14,23 +14,29 @@ from jaxrl_async import _xla_flags
 from jaxrl_async.config import available_configs
 from jaxrl_async.errors import UserError
 from jaxrl_async.pipeline import init_options
-from jaxrl_async.tools.gpu_export import check_module, export_program
-from jaxrl_async.tools.plan import make_plan
+from jaxrl_async.runplan import plan_run
+from jaxrl_async.tools.gpu_export import check_module, export_program, export_run
+from jaxrl_async.tools.plan import PLATFORMS, make_plan
+from jaxrl_async.trainer import build
 
 
 def _problems(name: str) -> dict:
-    """{program: problems} of shipped config `name` exported for CUDA; skipped where its
-    env suite is not installed."""
+    """{program: problems} of shipped config `name` exported for CUDA (as `plan --platform
+    cuda` exports it, without the byte count); skipped where its env suite is not
+    installed. A host-env config exports its learner's init only (its envs are numpy)."""
+    config = jaxrl_async.load_config(name)
     try:
-        plan = make_plan(jaxrl_async.load_config(name), "cuda")
+        if config.env.host:
+            export = make_plan(config, "cuda")["export"]
+        else:
+            plan = plan_run(config, None, False, PLATFORMS["cuda"])
+            export = export_run(config, plan, build(config, plan), "cuda")
     except UserError as e:
         if "pip install" in str(e) or "not installed" in str(e):
             pytest.skip(str(e))
         raise
-    programs = plan["export"]["programs"]
-    # A host-env config exports its learner's init only (its envs are numpy on the host).
-    host = plan["env"].startswith("gymnasium:")
-    assert set(programs) == ({"learner init"} if host else {"init", "chunk"})
+    programs = export["programs"]
+    assert set(programs) == ({"learner init"} if config.env.host else {"init", "chunk"})
     return {program: found["problems"] for program, found in programs.items()}
 
 
