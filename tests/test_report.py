@@ -233,3 +233,21 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, args, m
     code, err = run_cli_in_process("report", *args, "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert code == 2 and mentions in err and err.strip().count("\n") == 0
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # compiles one random-policy program per env of the table
+def test_the_tables_random_returns_are_what_the_script_measures():
+    import importlib.util
+
+    from tests.helpers.cli import ROOT
+
+    path = ROOT / "scripts" / "reference_scores.py"
+    spec = importlib.util.spec_from_file_location("reference_scores_script", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for name, ref in REFERENCE.items():
+        returns = np.asarray(script.random_returns(name.split(":")[-1], 2000, seed=1))
+        error = returns.std(ddof=1) / np.sqrt(len(returns))
+        # Other episodes than the table's: within five standard errors of its value (and 1%
+        # for its rounding).
+        assert abs(returns.mean() - ref.random) <= 5 * error + 0.01 * abs(ref.random) + 0.01, name
