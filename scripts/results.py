@@ -17,6 +17,7 @@ OUT/results_<config>.png draws each config's learning curves (mean, min-max band
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -242,7 +243,17 @@ def render(rows: dict[str, dict]) -> str:
 
 def write(out: Path, rows: dict[str, dict]) -> None:
     (out / "results.json").write_text(json.dumps({"rows": rows}, indent=2) + "\n")
-    (out / "RESULTS.md").write_text(render(rows))
+    (out / "RESULTS.md").write_text(render(rows) + _gpu_section(out))
+
+
+def _gpu_section(out: Path) -> str:
+    """The GPU check's table (scripts/gpu_results.py) where OUT/gpu_check.json exists."""
+    path = Path(__file__).with_name("gpu_results.py")
+    spec = importlib.util.spec_from_file_location("gpu_results", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.gpu_section(out / "gpu_check.json")
 
 
 def main(argv: list[str] | None = None) -> int:
