@@ -6,9 +6,12 @@ import importlib.util
 import json
 import math
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# A date as gpu_check.py writes it, fixed (the Unix epoch) so the test is the same any day.
+EPOCH = datetime.fromtimestamp(0, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _script(name: str):
@@ -51,9 +54,9 @@ def test_results_section_from_the_json(tmp_path):
     results = _script("gpu_results")
     data = {
         "command": "python scripts/gpu_check.py --out g",
-        "commit": "abc1234",
+        "commit": "unknown",  # what the script records without git
         "machine": "host (16 CPU cores)",
-        "date": "1970-01-01 00:00 UTC",
+        "date": EPOCH,
         "jax": {"jax": "0.0", "devices": ["cuda:0"]},
         "items": [
             {
@@ -74,7 +77,7 @@ def test_results_section_from_the_json(tmp_path):
     path = tmp_path / "gpu_check.json"
     path.write_text(json.dumps(data))
     text = results.gpu_section(path)
-    assert "`python scripts/gpu_check.py --out g` at commit abc1234 on host" in text
+    assert "`python scripts/gpu_check.py --out g` at commit unknown on host" in text
     row = "| ppo | `jaxrl-async train ppo_cartpole` | ok | 1,000 | 12,346 | 2.5 | 30 | 500.0 |"
     assert row in text
     assert "| brax | `jaxrl-async train x` | timeout | - |" in text
