@@ -128,3 +128,13 @@ def test_plan_of_a_host_env_run_says_what_it_counts():
     assert plan["bytes_per_device"]["parameters"] > 0
     assert any("not counted" in line for line in plan["not_counted"])
     assert "not counted" in format_plan(plan)
+
+
+def test_a_run_names_its_devices_in_one_short_line():
+    """What `trainer` prints at a run's end (the reasons are plan's)."""
+    from jaxrl_async.layout import Layout, Machine, choose_layout
+
+    fused = choose_layout(jaxrl_async.load_config("dqn_cartpole"), Machine("cpu", 2))
+    assert fused.line() == "devices: 1 CPU, fused" and "off-policy" in fused.devices_why
+    split = Layout(2, "split", 1, "cpu", "", "")
+    assert split.line() == "devices: 2 CPU, split (1 acting)"
