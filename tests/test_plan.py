@@ -138,3 +138,14 @@ def test_a_run_names_its_devices_in_one_short_line():
     assert fused.line() == "devices: 1 CPU, fused" and "off-policy" in fused.devices_why
     split = Layout(2, "split", 1, "cpu", "", "")
     assert split.line() == "devices: 2 CPU, split (1 acting)"
+
+
+def test_a_host_env_run_that_cannot_fit_is_refused_before_allocating(tmp_path, monkeypatch):
+    """A Gymnasium DQN run on a learner device of 64 KiB (patched: a real run this large
+    would allocate it on a large machine): its replay is named, nothing is written."""
+    pytest.importorskip("gymnasium")
+    monkeypatch.setattr(memory, "device_memory", lambda devices: (2**16, "64 KiB (patched)"))
+    config = jaxrl_async.load_config("dqn_cartpole", ["env.name=gymnasium:CartPole-v1"])
+    with pytest.raises(UserError, match=r"\(replay .*shrink replay\.capacity"):
+        jaxrl_async.train(config, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -42,11 +42,13 @@ from jaxrl_async.host.executor import (
     make_host_agent,
     run_executor,
 )
+from jaxrl_async.host.footprint import host_footprint
 from jaxrl_async.host.obs_norm import ObsStats, from_saved, initial_stats
 from jaxrl_async.host.placement import host_devices, host_placement
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
 from jaxrl_async.interrupts import interrupts_between_calls
 from jaxrl_async.layout import Layout
+from jaxrl_async.memory import check_fits
 from jaxrl_async.runlog import RunLog
 from jaxrl_async.runloop import due
 from jaxrl_async.runplan import RunPlan
@@ -222,6 +224,8 @@ def _open(config: Config, run_dir: Path | None, resume: bool):
     envs = make_actor_envs(config)
     try:
         agent = make_host_agent(config, envs[0].spec)
+        # refused before the learner's state or replay is allocated
+        check_fits(host_footprint(config, agent, envs[0].spec), host_devices(config)[1:])
         start = _start(config, agent, envs[0].spec, plan, run_dir)
     except BaseException:
         for env in envs:

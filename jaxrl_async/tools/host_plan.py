@@ -1,18 +1,17 @@
 """The plan of a host-env run (env.name=gymnasium:<id>), as `tools/plan.py` prints it.
 
 A host run keeps on its learner's device only the learner state and, off-policy, the
-replay; those are counted (`jax.eval_shape` of the agent's init and of the replay's, as
-for a JAX env's run). The envs' states live in Gymnasium's numpy envs on the host and
-each round's trajectories pass through host memory to the learner: not counted, and
-the plan says so. One env is built to read the spaces, and closed.
+replay; those are counted (`host/footprint.py`). The envs' states and each round's
+trajectories live in host memory: not counted, and the plan says so. One env is built to
+read the spaces, and closed.
 """
 
 from __future__ import annotations
 
 import jax
 
-from jaxrl_async import memory
 from jaxrl_async.config import Config
+from jaxrl_async.host.footprint import host_footprint
 from jaxrl_async.layout import learner_rows
 
 NOT_COUNTED = (
@@ -36,21 +35,6 @@ def _spec(config: Config):
         return env.spec
     finally:
         env.close()
-
-
-def host_footprint(config: Config, agent, spec) -> memory.Footprint:
-    """The learner device's bytes: the learner state and, off-policy, the replay."""
-    key = jax.eval_shape(lambda: jax.random.key(config.train.seed, impl=config.prng_impl))
-    learner = jax.eval_shape(agent.init, key)
-    parts = memory.learner_parts(learner)
-    total = sum(memory.global_bytes(x) for x in jax.tree.leaves(learner))
-    if agent.data == "replay":
-        from jaxrl_async.host.replay_learner import ReplayLearner
-
-        replay = jax.eval_shape(lambda: ReplayLearner(agent, config, spec).init().replay)
-        parts["replay"] = sum(memory.device_bytes(x) for x in jax.tree.leaves(replay))
-        total += parts["replay"]
-    return memory.Footprint(parts, 0, total)
 
 
 def host_plan(config: Config, platform: str | None) -> dict:
