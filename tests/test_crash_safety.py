@@ -3,17 +3,22 @@ ends the run on one line with the previous checkpoint intact, and runs killed at
 moments resume to the uninterrupted run's state."""
 
 import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async import checkpoint
+from jaxrl_async import checkpoint, rundir
 from jaxrl_async.errors import TrainingInterrupted
-from tests.helpers.cli import run_cli_in_process
-from tests.helpers.configs import PPO_SMALL
+from tests.helpers.cli import run_cli_in_process, subprocess_env
+from tests.helpers.configs import DQN_TINY, PPO_SMALL
 from tests.helpers.faults import all_finite, fail_saves_after, stored_arrays
-from tests.helpers.resume import interrupt_at, records
-
+from tests.helpers.resume import assert_same_records, interrupt_at, records
 
 # PPO_SMALL's programs in two host calls of 1,024 steps.
 SHORT = [*PPO_SMALL, "train.total_steps=2048"]
@@ -73,3 +78,85 @@ def test_a_save_that_cannot_write_ends_the_run_on_one_line(tmp_path, monkeypatch
     )
     assert code == 0, err
     assert checkpoint.steps(run_dir / "checkpoints") == [2048]
+
+
+# Tiny runs of eight host calls, each call checkpointed.
+KILLED_RUNS = {
+    "ppo": ["ppo_cartpole", *PPO_SMALL, "train.log_every=512", "checkpoint.every=512"],
+    "dqn": ["dqn_cartpole", *DQN_TINY, "train.log_every=128", "checkpoint.every=128"],
+}
+KILLS_PER_RUN = 5
+PAUSE = 0.3  # seconds each save stays half written (tests/helpers/faults.py)
+
+
+def _kill_at_random(command: list[str], run_dir, rng: random.Random, calls_left: int):
+    """Start `jaxrl-async COMMAND` with slow saves and SIGKILL it at a moment drawn from
+    `rng`: while it starts (import, compile, restore), inside its k-th save, or just after
+    it. Returns where it was killed, or None if it finished first (exit 0)."""
+    marker = run_dir.with_suffix(".saves")
+    marker.write_text("")
+    first = not (run_dir / "checkpoints").exists()  # killed only once a checkpoint is whole
+    modes = ["start"] if not calls_left else ["save", "after save"] + ([] if first else ["start"])
+    mode = rng.choice(modes)
+    k = rng.randint(2 if first else 1, max(2 if first else 1, min(3, calls_left)))
+    args = [sys.executable, "-m", "tests.helpers.faults", str(PAUSE), str(marker), *command]
+    with (run_dir.parent / "stderr").open("w") as err:
+        proc = subprocess.Popen(args, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=err)
+    if mode == "start":
+        delay = rng.uniform(0.0, 2.5)
+    else:
+        while proc.poll() is None and _lines(marker) < k:
+            time.sleep(0.005)
+        delay = rng.uniform(0.0, PAUSE) if mode == "save" else PAUSE + rng.uniform(0.0, 0.3)
+    try:
+        proc.wait(delay)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        # The save it was in, if its temporary directory is still there, half written.
+        saving = [Path(line).parent for line in marker.read_text().splitlines()[-1:]]
+        inside = [p.name.split(".")[0] for p in saving if p.exists()]
+        when = "while starting" if mode == "start" else f"{mode} {k}"
+        return when + "".join(f" (inside the save at {s} steps)" for s in inside)
+    assert proc.returncode == 0, (run_dir.parent / "stderr").read_text()[-2000:]
+    return None
+
+
+def _lines(path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+@pytest.mark.slow
+def test_runs_killed_at_random_moments_resume_to_the_uninterrupted_state(tmp_path):
+    """SIGKILL at seeded random moments, in saves among them, then resume, five times a
+    run: each resume succeeds and the run ends in the uninterrupted run's checkpoint,
+    every array bitwise, and its metrics records."""
+    rng, kills = random.Random(35), []
+    for name, args in KILLED_RUNS.items():
+        whole, run_dir = tmp_path / f"{name}-whole", tmp_path / name
+        code, err = run_cli_in_process("train", *args, "--run-dir", str(whole), cwd=tmp_path)
+        assert code == 0, err
+        [final] = checkpoint.steps(whole / "checkpoints")[-1:]
+        command, killed = ["train", *args, "--run-dir", str(run_dir)], []
+        while len(killed) < KILLS_PER_RUN:
+            done = checkpoint.steps(run_dir / "checkpoints")
+            calls_left = 8 - 8 * (done[-1] if done else 0) // final
+            where = _kill_at_random(command, run_dir, rng, calls_left)
+            if where is None:
+                break
+            killed.append(where)
+            command = ["resume", str(run_dir)]
+        if not rundir.finished(run_dir, final):
+            code, err = run_cli_in_process("resume", str(run_dir), cwd=tmp_path)
+            assert code == 0, err
+        kills += [f"{name}: {k}" for k in killed]
+        assert any("inside the save" in k for k in killed), killed
+        assert checkpoint.steps(run_dir / "checkpoints")[-1] == final
+        for a, b in zip(
+            stored_arrays(run_dir / "checkpoints", final),
+            stored_arrays(whole / "checkpoints", final),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(a, b)
+        assert_same_records(records(run_dir), records(whole))
+    assert len(kills) >= 2 * KILLS_PER_RUN, kills

@@ -50,3 +50,31 @@ def fail_saves_after(monkeypatch, first_step: int, kind: str) -> None:
         return touch(path, *args, **kwargs)
 
     monkeypatch.setattr(Path, "touch", read_only)
+
+
+def _slow_saves(pause: float, marker: Path) -> None:
+    """Each checkpoint save notes itself in `marker` (one line) and then pauses `pause`
+    seconds inside orbax's background write, its temporary directory half written: a
+    window for a kill to land in."""
+    import asyncio
+
+    import orbax.checkpoint._src.handlers.json_checkpoint_handler as json_handler
+
+    original = json_handler.JsonCheckpointHandler._save_fn
+
+    async def save_fn(self, x, directory):
+        with marker.open("a") as f:
+            f.write(f"{directory}\n")
+        await asyncio.sleep(pause)
+        return await original(self, x, directory)
+
+    json_handler.JsonCheckpointHandler._save_fn = save_fn
+
+
+if __name__ == "__main__":  # python -m tests.helpers.faults PAUSE MARKER <jaxrl-async args>
+    import sys
+
+    from jaxrl_async import cli
+
+    _slow_saves(float(sys.argv[1]), Path(sys.argv[2]))
+    sys.exit(cli.main(sys.argv[3:]))
