@@ -51,7 +51,7 @@ from jaxrl_async.layout import Layout
 from jaxrl_async.memory import check_fits
 from jaxrl_async.runlog import RunLog
 from jaxrl_async.runloop import due
-from jaxrl_async.runplan import RunPlan
+from jaxrl_async.runplan import RunPlan, check_work_left
 
 # Per-round keys of the executor's records that are not metrics to average.
 _NOT_LOGGED = ("round", "env_steps", "versions", "episode_return", "updates")
@@ -67,12 +67,9 @@ def plan_host(config: Config, run_dir: Path | None, resume: bool) -> RunPlan:
     if run_dir is None:
         raise UserError("resuming needs the run directory")
     point = rundir.resume_point(run_dir, config)
-    if config.num_updates <= point.calls:
-        raise UserError(
-            f"nothing to resume: {run_dir} is checkpointed at {point.step:,} env steps and "
-            f"train.total_steps={config.train.total_steps} adds no round of "
-            f"{config.batch_size:,} steps (e.g. train.total_steps={point.step + config.batch_size})"
-        )
+    check_work_left(
+        run_dir, point, config.num_updates, config.batch_size, config.train.total_steps
+    )
     return RunPlan(layout, 1, config.num_updates, config.batch_size, point)
 
 
@@ -210,8 +207,9 @@ def train_host_run(
         log.close()
         if saver is not None:
             saver.close()
-    if result["stopped_early"]:
-        raise TrainingInterrupted(final.rounds * plan.batch, run_dir)
+    if result["stopped_early"]:  # resumable where a checkpoint was saved (not before round 1)
+        saved = saver is not None and boundaries.saved > 0
+        raise TrainingInterrupted(final.rounds * plan.batch, run_dir if saved else None)
     summary = summarize_host(config, plan, result, wall_start, boundaries)
     return _finish(config, log, result, summary, run_dir)
 
