@@ -35,7 +35,7 @@ from omegaconf import OmegaConf
 
 from jaxrl_async import rundir, tracking
 from jaxrl_async.config import Config, _parse_overrides, with_overrides
-from jaxrl_async.errors import ConfigError, TrainingInterrupted, UserError
+from jaxrl_async.errors import ConfigError, RunFailure, TrainingInterrupted, UserError
 from jaxrl_async.sweep_table import (
     auc,
     best_point,
@@ -304,6 +304,9 @@ def _train_group(group: Group, dirs, group_dir, seeds: int, session: _Session):
         raise TrainingInterrupted(
             e.env_steps, session.sweep_dir if e.run_dir is not None else None
         ) from None
+    except RunFailure as e:  # a save that failed: the sweep resumes, not its group alone
+        e.run_dir = session.sweep_dir if e.run_dir is not None else None
+        raise
 
 
 def default_sweep_dir(config: Config, root: str | Path = "runs") -> Path:
