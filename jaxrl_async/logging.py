@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -42,6 +43,17 @@ class TensorBoardSink:
         for key, value in record.items():
             if key != "env_steps" and isinstance(value, (int, float)) and math.isfinite(value):
                 self._writer.add_scalar(key, value, step)
+
+    def video(self, env_steps: int, gif: bytes) -> None:
+        """A GIF as TensorBoard shows a video: an image summary ("eval/video")."""
+        from PIL import Image
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        width, height = Image.open(io.BytesIO(gif)).size
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
+        summary = Summary(value=[Summary.Value(tag="eval/video", image=image)])
+        # add_video would encode the GIF itself, through moviepy; this one is made already.
+        self._writer._get_file_writer().add_summary(summary, env_steps)
 
     def close(self) -> None:
         self._writer.close()

@@ -148,6 +148,17 @@ class RunLog:
             emit(sinks, records[-1])
         self.progress.update(record)
 
+    def video(self, env_steps: int, frames, fps: float) -> None:
+        """An evaluation's episode (frames [T, H, W, 3]) as a GIF, to the sinks that show
+        one (TensorBoard, W&B)."""
+        shows = [sink.video for sink in self.sinks if hasattr(sink, "video")]
+        if shows:
+            from jaxrl_async.video.writer import gif_bytes
+
+            gif = gif_bytes(frames, fps)
+            for show in shows:
+                show(env_steps, gif)
+
     def warn(self, line: str) -> None:
         """A line for the user (process 0): above the progress bar, or on stderr without one."""
         if self._main:

@@ -159,6 +159,9 @@ class _Pending:
         assert evaluation is not None
         spent = evaluation.seconds
         self._evaluated = evaluation(state, env_steps)
+        video = getattr(evaluation, "video", None)  # eval.video: video/periodic.py
+        if video is not None:
+            self._log.video(env_steps, *video)
         self._log.exclude(evaluation.seconds - spent)
 
     def flush(self) -> None:

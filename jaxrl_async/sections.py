@@ -173,6 +173,8 @@ class EvalConfig:
     episodes: int = 16
     mode: str = "greedy"  # the deterministic action, or "sample" (the acting policy's draws)
     max_steps: int = 0  # the cap on an episode; 0: the env's own limit, else 10000
+    # Each evaluation's first episode also as a GIF in TensorBoard (and W&B): video/periodic.py.
+    video: bool = False
 
     def __post_init__(self):
         require(self.every >= 0, "eval.every", self.every, ">= 0 (0: no evaluation)")
@@ -180,6 +182,9 @@ class EvalConfig:
         require(self.mode in EVAL_MODES, "eval.mode", self.mode, f"one of {EVAL_MODES}")
         require(
             self.max_steps >= 0, "eval.max_steps", self.max_steps, ">= 0 (0: the env's own limit)"
+        )
+        require(
+            not self.video or self.every > 0, "eval.video", self.video, "false without eval.every"
         )
 
 

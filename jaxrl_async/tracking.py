@@ -15,6 +15,7 @@ otherwise (`wandb sync RUN_DIR/wandb/offline-run-*` uploads an offline run).
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -81,6 +82,13 @@ class WandbRun:
         self._run.log(
             {k: v for k, v in record.items() if isinstance(v, (int, float)) and math.isfinite(v)}
         )
+
+    def video(self, env_steps: int, gif: bytes) -> None:
+        """An evaluation's episode, as a GIF in the run's media ("eval/video")."""
+        import wandb
+
+        video = wandb.Video(io.BytesIO(gif), format="gif")
+        self._run.log({"eval/video": video, "env_steps": env_steps})
 
     def close(self) -> None:
         """Nothing yet: the summary comes after the log closes (`finish`)."""

@@ -91,13 +91,22 @@ def build(config: Config, plan: RunPlan, env=None, env_params=None) -> Built:
     # Evaluation of the learner's parameters on separate envs between host calls; its
     # own keys, so training does not change with it.
     evaluation = (
-        Evaluation(
+        _evaluation_class(config)(
             config, agent, env, env_params, device=devices[0] if jax.process_count() == 1 else None
         )
         if config.eval.every > 0
         else None
     )
     return Built(pipeline, learner_pipeline, agent, devices, evaluation)
+
+
+def _evaluation_class(config: Config) -> type[Evaluation]:
+    """Evaluation, or with eval.video the one that also records (video/periodic.py)."""
+    if not config.eval.video:
+        return Evaluation
+    from jaxrl_async.video.periodic import RecordingEvaluation
+
+    return RecordingEvaluation
 
 
 def start(

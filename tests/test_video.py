@@ -16,11 +16,12 @@ from jaxrl_async.build import build_pipeline
 from jaxrl_async.errors import ConfigError, UserError
 from jaxrl_async.evaluate import eval_key, eval_parts, make_evaluator
 from jaxrl_async.video import record_video
-from jaxrl_async.video.record import frames_of, record_episodes
+from jaxrl_async.video.record import frames_of, make_recorder, record_episodes
 from jaxrl_async.video.renderers import renderer_for
 from jaxrl_async.video.writer import check_video_path
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.configs import PPO_SMALL
+from tests.helpers.tb_events import summaries
 
 
 def _recorded(name: str, episodes: int = 2, max_steps: int = 0):
@@ -41,7 +42,7 @@ def _recorded(name: str, episodes: int = 2, max_steps: int = 0):
     _, agent = build_pipeline(config, env, env_params)
     args = (agent.init(jax.random.key(0)).params, eval_key(0, 0), jnp.int32(0), None)
     parts = eval_parts(agent, env, env_params, config.eval)
-    returns, lengths, selections = record_episodes(parts, renderer.select, args, chunk=16)
+    returns, lengths, selections = record_episodes(make_recorder(parts, renderer.select, 16), args)
     frames = [list(frames_of(renderer, [episode])) for episode in selections]
     evaluate = make_evaluator(agent, env, env_params, config.eval)
     return (returns, lengths), frames, lambda: jax.jit(evaluate)(*args)
@@ -179,3 +180,59 @@ def test_host_env_video_is_gymnasiums_frames_of_the_evaluation(tmp_path):
     assert frames.shape[0] == result["frames"] and frames.shape[-1] == 3
     first = frames[: result["lengths"][0]]
     assert len({f.tobytes() for f in first}) > 1
+
+
+def test_eval_video_needs_periodic_evaluation():
+    with pytest.raises(ConfigError, match=r"eval\.video must be false without eval\.every"):
+        jaxrl_async.load_config("ppo_cartpole", ["eval.video=true"])
+
+
+@pytest.mark.slow
+def test_eval_video_logs_each_evaluations_first_episode_to_tensorboard(tmp_path):
+    evaluating = [*PPO_SMALL, "eval.every=2048", "eval.episodes=2", "eval.max_steps=40"]
+    plain = jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", evaluating))
+    config = jaxrl_async.load_config("ppo_cartpole", [*evaluating, "eval.video=true"])
+    run = jaxrl_async.train(config, run_dir=tmp_path / "run")
+    # the recording is the evaluation: the numbers of a run without videos
+    for key in ("eval_return_mean", "eval_length_mean", "eval_episodes"):
+        np.testing.assert_array_equal(run.metrics[key], plain.metrics[key], err_msg=key)
+    evaluated = run.metrics["env_steps"][run.metrics["eval_episodes"] > 0]
+    videos = [(step, v.image) for step, tag, v in summaries(run.run_dir) if tag == "eval/video"]
+    assert [step for step, _ in videos] == list(evaluated) and len(videos) == 2
+    for _, image in videos:
+        gif = iio.imread(image.encoded_image_string, extension=".gif")  # [frames, H, W, 3]
+        assert 1 < gif.shape[0] <= 40 and gif.shape[1:3] == (image.height, image.width)
+
+
+def test_wandb_sink_logs_the_gif_at_its_env_step(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from jaxrl_async import tracking
+    from jaxrl_async.video.writer import gif_bytes
+    from tests.helpers.wandb_files import offline_runs, read_run
+
+    for key, value in {  # offline and quiet: nothing leaves this machine
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path / "wandb"),
+        "WANDB_SILENT": "true",
+        "WANDB_DISABLE_GIT": "true",
+        "WANDB_DISABLE_CODE": "true",
+        "WANDB_X_DISABLE_STATS": "true",
+        "WANDB_X_DISABLE_META": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    (tmp_path / "wandb").mkdir()
+    config = jaxrl_async.load_config(
+        "ppo_cartpole", ["logger.wandb=true", "logger.wandb_mode=offline"]
+    )
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yaml").write_text(config.to_yaml())
+    sink = tracking.WandbRun(config.logger, tmp_path / "run", group="g")
+    frames = np.zeros((3, 8, 8, 3), np.uint8)
+    frames[1, 2:4], frames[2, 5:7] = 255, 255  # three different pictures
+    sink.video(256, gif_bytes(frames, 10.0))
+    tracking.finish(tmp_path / "run", {})
+    [run_file] = offline_runs(tmp_path / "wandb")
+    [logged] = [h for h in read_run(run_file)["history"] if "eval/video/path" in h]
+    assert logged["env_steps"] == 256 and logged["eval/video/_type"] == "video-file"
+    gif = iio.imread(run_file.parent / "files" / logged["eval/video/path"])
+    assert gif.shape == (3, 128, 128, 3)  # the frames, enlarged to the smallest side shown

@@ -15,9 +15,9 @@ episode of L steps has exactly L frames.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -53,19 +53,34 @@ def _advance(parts: EvalParts, select, chunk: int, call: EvalCall, loop: EvalLoo
     return jax.lax.scan(body, loop, length=chunk)
 
 
-def record_episodes(parts: EvalParts, select, args, chunk: int = CHUNK):
+class Recorder(NamedTuple):
+    """The recording programs of one evaluation, jitted once (`make_recorder`)."""
+
+    parts: EvalParts
+    begin: Callable  # start_evaluation's (call, loop) from run_evaluation's arguments
+    advance: Callable  # `_advance`: (call, loop) -> (loop, (selections, frame flags))
+
+
+def make_recorder(parts: EvalParts, select, chunk: int = CHUNK) -> Recorder:
+    return Recorder(
+        parts,
+        jax.jit(functools.partial(start_evaluation, parts)),
+        jax.jit(functools.partial(_advance, parts, select, chunk)),
+    )
+
+
+def record_episodes(recorder: Recorder, args, keep: int | None = None):
     """(returns [N], lengths [N], selections): the evaluation of `args` (`run_evaluation`'s
-    params, key, env_steps, obs_stats) and, per env, the selections of its first
-    episode's steps stacked [L_i, ...] (numpy)."""
-    begin = jax.jit(functools.partial(start_evaluation, parts))
-    advance = jax.jit(functools.partial(_advance, parts, select, chunk))
-    call, loop = begin(*args)
-    num_envs = parts.env_index.shape[0]
+    params, key, env_steps, obs_stats) and, per env (the first `keep`; None: all), the
+    selections of its first episode's steps stacked [L_i, ...] (numpy)."""
+    parts = recorder.parts
+    call, loop = recorder.begin(*args)
+    num_envs = parts.env_index.shape[0] if keep is None else min(keep, parts.env_index.shape[0])
     kept: list[list[Any]] = [[] for _ in range(num_envs)]
     while True:
-        loop, (shown, frame) = advance(call, loop)
+        loop, (shown, frame) = recorder.advance(call, loop)
         shown, frame, t, alive = jax.device_get((shown, frame, loop.t, loop.alive))
-        for i in np.flatnonzero(frame.any(axis=0)):
+        for i in np.flatnonzero(frame[:, :num_envs].any(axis=0)):
             rows = frame[:, i]
             kept[i].append(jax.tree.map(lambda x, i=i, rows=rows: x[rows, i], shown))
         if t >= parts.limit or not alive.any():
@@ -73,6 +88,19 @@ def record_episodes(parts: EvalParts, select, args, chunk: int = CHUNK):
     stacked = [jax.tree.map(lambda *x: np.concatenate(x), *chunks) for chunks in kept]
     returns, lengths = jax.device_get((loop.returns, loop.lengths))
     return returns, lengths, stacked
+
+
+def eval_args(state, env_steps: int, seed: int, impl: str, device=None) -> tuple:
+    """`run_evaluation`'s arguments for the learner in `state` (a PipelineState) at
+    `env_steps`, on `device` (default: the first local one). With several processes,
+    this process's copy of the parameters (`distributed.local`)."""
+    args = (
+        state.learner.params,
+        eval_key(seed, env_steps, impl),
+        jnp.int32(min(env_steps, np.iinfo(np.int32).max)),
+        obs_stats(state.env_state),
+    )
+    return jax.device_put(distributed.local(args), device or jax.local_devices()[0])
 
 
 def frames_of(renderer: Renderer, selections: list) -> Iterator[np.ndarray]:
@@ -93,14 +121,7 @@ def record_run(run_dir: Path, config, seed: int, render, env=None, env_params=No
     renderer = render(env, env_params)
     step, state, agent, config = restore_run(run_dir, config, env, env_params)
     parts = eval_parts(agent, env, env_params, config.eval, config.env.normalize_obs)
-    key = eval_key(seed, step, config.prng_impl)
-    args = (
-        state.learner.params,
-        key,
-        jnp.int32(min(step, np.iinfo(np.int32).max)),
-        obs_stats(state.env_state),
-    )
-    # distributed.local: with several processes, this process's copy; one device runs it.
-    args = jax.device_put(distributed.local(args), jax.local_devices()[0])
-    returns, lengths, selections = record_episodes(parts, renderer.select, args)
+    recorder = make_recorder(parts, renderer.select)
+    args = eval_args(state, step, seed, config.prng_impl)
+    returns, lengths, selections = record_episodes(recorder, args)
     return step, returns, lengths, frames_of(renderer, selections), renderer.fps

@@ -84,3 +84,11 @@ def write_video(path: Path, frames: Iterable[np.ndarray], fps: float) -> int:
         with contextlib.suppress(FileNotFoundError):
             partial.unlink()
     return count
+
+
+def gif_bytes(frames, fps: float) -> bytes:
+    """`frames` [T, H, W, 3] as the bytes of a looping GIF (what a log shows)."""
+    import imageio.v3 as iio
+
+    frames = np.stack([fit(frame) for frame in frames])
+    return iio.imwrite("<bytes>", frames, extension=".gif", duration=1000.0 / fps, loop=0)
