@@ -70,5 +70,10 @@ def read_run(path: Path) -> dict:
 
 
 def offline_runs(wandb_dir: Path) -> list[Path]:
-    """The .wandb files of the offline runs under `wandb_dir`, oldest first."""
+    """The .wandb files of the offline runs under `wandb_dir`, oldest first, complete: W&B's
+    service may still be writing a finished run's file, and stopping it flushes them all
+    (the next run starts another)."""
+    import wandb
+
+    wandb.teardown()
     return sorted(Path(wandb_dir).glob("**/offline-run-*/run-*.wandb"))
