@@ -14,6 +14,12 @@ from jaxrl_async.config import Config
 from jaxrl_async.host.footprint import host_footprint
 from jaxrl_async.layout import learner_rows
 
+# The update is the agent's own `learn`, which every JAX-env config of the agent exports
+# inside its chunk; here its input would be the executor's numpy trajectories.
+NOT_EXPORTED = (
+    "the learner's update is not exported here: it is the agent's learn, exported in the "
+    "chunk of a JAX-env config of the same agent"
+)
 NOT_COUNTED = (
     "not counted: the envs' states (Gymnasium's, in host memory) and each round's "
     "trajectories, which pass through host memory to the learner"
@@ -72,6 +78,6 @@ def host_plan(config: Config, platform: str | None) -> dict:
         result["export"] = {
             "platform": platform,
             "programs": {"learner init": export_program(agent.init, (key,), platform, "init")},
-            "notes": ["the learner's update is not exported: it takes the host's trajectories"],
+            "notes": [NOT_EXPORTED],
         }
     return result
