@@ -30,6 +30,8 @@ from scipy import stats as scipy_stats
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
+# Resamples evaluated at once: bounds the memory of P(X > Y), [batch, runs of X, runs of Y].
+BATCH = 250
 
 Strata = Sequence[ArrayLike]  # per task, its runs' scores
 
@@ -87,6 +89,7 @@ def _bootstrap(data: list[np.ndarray], statistic, seed: int, resamples: int, con
             confidence_level=confidence,
             method="percentile",
             vectorized=True,
+            batch=BATCH,
             rng=np.random.default_rng(seed),
         )
     low, high = result.confidence_interval
