@@ -131,10 +131,10 @@ def format_plan(plan: dict) -> str:
         verdict = "fits" if fits["fits"] else "does NOT fit"
         lines[-1] += f"  of {fits['what']}: {verdict}"
     lines += plan.get("not_counted", [])
-    lines.append(
-        f"host calls: {plan['host_calls']:,} of {plan['ticks_per_call']:,} ticks "
-        f"({plan['env_steps_per_call']:,} env steps each)"
-    )
+    calls = f"host calls: {plan['host_calls']:,} of {plan['ticks_per_call']:,} ticks"
+    if "not_counted" in plan:  # a host-env run: its "host calls" are the executor's rounds
+        calls = f"rounds: {plan['host_calls']:,}, one update each"
+    lines.append(f"{calls} ({plan['env_steps_per_call']:,} env steps each)")
     lines.append(f"compiled programs: {len(plan['programs'])} ({', '.join(plan['programs'])})")
     lines.append(f"checkpoint: {memory.gib(plan['checkpoint_bytes'])}")
     lines += _export_lines(plan.get("export"))
