@@ -21,7 +21,7 @@ def add_report(sub) -> None:
         description="Read the final return of every seed of every run under the given "
         "directories (run directories, sweep directories, or directories holding them), "
         "group them, and write OUT/report.json, report.md, intervals.png (each aggregate "
-        "with its 95%% stratified-bootstrap confidence interval) and profile.png (the "
+        "with its 95% stratified-bootstrap confidence interval) and profile.png (the "
         "performance profiles). Envs with reference returns are compared on normalised "
         "scores (0: a random policy), with the optimality gap.",
     )
@@ -33,6 +33,6 @@ def add_report(sub) -> None:
         help="group by a config key, e.g. agent.name or pipeline.lag (default: the config "
         "name; a sweep's grid points)",
     )
-    p.add_argument("--out", default="report", help="the output directory (default: report/)")
+    p.add_argument("--out", default="report", metavar="DIR", help="default: report/")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
     p.set_defaults(func=_report)
