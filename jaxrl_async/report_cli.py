@@ -20,7 +20,7 @@ def add_report(sub) -> None:
         "bootstrap confidence intervals, probability of improvement",
         description="Read the final return of every seed of every run under the given "
         "directories (run directories, sweep directories, or directories holding them), "
-        "group them, and write OUT/report.json, report.md, intervals.png (each aggregate "
+        "group them, and write DIR/report.json, report.md, intervals.png (each aggregate "
         "with its 95% stratified-bootstrap confidence interval) and profile.png (the "
         "performance profiles). Envs with reference returns are compared on normalised "
         "scores (0: a random policy), with the optimality gap.",
