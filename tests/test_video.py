@@ -3,6 +3,8 @@ step (the state acted on: the reset state first, the final state not shown), fra
 follow the state, files are written and read back, and bad input is one line."""
 
 import json
+import subprocess
+import sys
 
 import imageio.v3 as iio
 import jax
@@ -19,7 +21,7 @@ from jaxrl_async.video import record_video
 from jaxrl_async.video.record import frames_of, make_recorder, record_episodes
 from jaxrl_async.video.renderers import renderer_for
 from jaxrl_async.video.writer import check_video_path
-from tests.helpers.cli import run_cli_in_process
+from tests.helpers.cli import run_cli_in_process, subprocess_env
 from tests.helpers.configs import PPO_SMALL
 from tests.helpers.tb_events import summaries
 
@@ -236,3 +238,40 @@ def test_wandb_sink_logs_the_gif_at_its_env_step(tmp_path, monkeypatch):
     assert logged["env_steps"] == 256 and logged["eval/video/_type"] == "video-file"
     gif = iio.imread(run_file.parent / "files" / logged["eval/video/path"])
     assert gif.shape == (3, 128, 128, 3)  # the frames, enlarged to the smallest side shown
+
+
+# MuJoCo picks its OpenGL platform when first imported: a fresh interpreter, so that
+# `headless_gl` comes before brax imports it.
+BRAX_FRAMES = """
+import json
+from jaxrl_async.video.renderers import headless_gl, renderer_for
+headless_gl()
+import jax, jax.numpy as jnp, numpy as np
+from jaxrl_async import envs
+env, params = envs.make("brax:inverted_pendulum")
+renderer = renderer_for("brax:inverted_pendulum", env, params)
+state = jax.jit(env.reset)(jax.random.key(0), params)[1]
+step = jax.jit(lambda s: env.step(jax.random.key(1), s, jnp.ones(1), params)[1])
+states = [state]
+for _ in range(10):
+    states.append(step(states[-1]))
+draw = lambda s: renderer.draw(jax.device_get(renderer.select(s, None)))
+first, last, again = draw(states[0]), draw(states[-1]), draw(states[0])
+print(json.dumps({"shape": first.shape, "dtype": str(first.dtype),
+                  "moved": bool((first != last).any()), "same": bool((first == again).all())}))
+"""
+
+
+@pytest.mark.slow
+def test_brax_frames_follow_the_state_headless():
+    pytest.importorskip("brax")
+    out = subprocess.run(
+        [sys.executable, "-c", BRAX_FRAMES],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=subprocess_env(),
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen == {"shape": [240, 320, 3], "dtype": "uint8", "moved": True, "same": True}
