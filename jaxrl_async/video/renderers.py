@@ -79,9 +79,17 @@ def _classic(name: str, env_params) -> Renderer:
         unwrapped.state = vis_gym.get_gym_state(state, name)
         if hasattr(state, "last_u"):  # Pendulum draws the last torque
             unwrapped.last_u = np.asarray(state.last_u, np.float64)
-        return np.asarray(gym_env.render())[::2, ::2]  # 300 x 200
+        return _half(np.asarray(gym_env.render()))  # 300 x 200
 
     return Renderer(lambda state, obs: state, draw, 1 / float(_step_seconds(env_params)))
+
+
+def _half(frame: np.ndarray) -> np.ndarray:
+    """`frame` at half its size, each pixel the mean of a 2 x 2 block: one-pixel lines
+    (CartPole's track) stay, greyed, where dropping every other row would lose them."""
+    h, w = frame.shape[0] // 2 * 2, frame.shape[1] // 2 * 2
+    blocks = frame[:h, :w, :3].reshape(h // 2, 2, w // 2, 2, 3).astype(np.float32)
+    return blocks.mean(axis=(1, 3)).round().astype(np.uint8)
 
 
 def quiet_pygame() -> None:
