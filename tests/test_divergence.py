@@ -105,3 +105,28 @@ def test_a_diverged_run_stops_with_its_finite_checkpoints_and_warn_trains_on(tmp
     ]
     assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 4096
     assert checkpoint.steps(run_dir / "checkpoints")[-1] == 4096
+
+
+def test_a_host_env_run_stops_as_a_jax_env_run_does(tmp_path):
+    """A host env whose rewards overflow the loss: exit 3 naming the update, and no
+    checkpoint of the diverged learner."""
+    run_dir = tmp_path / "run"
+    env = "gymnasium:tests.helpers.host_envs:HostFaulty-v0"
+    args = [
+        *(f"env.name={env}", "env.kwargs={fail_at: 30, failure: huge_reward}"),
+        *("env.num_envs=4", "pipeline.rollout_len=4", "agent.hidden_sizes=[8]"),
+        *("agent.num_minibatches=2", "train.log_every=32", "train.progress=false"),
+        *("train.total_steps=256", "checkpoint.every=32"),
+    ]
+    code, err = run_cli_in_process(
+        "train", "ppo_cartpole", *args, "--run-dir", str(run_dir), cwd=tmp_path
+    )
+    assert code == DIVERGED_EXIT, err
+    # Each env's 30th step pays 1e38: the eighth round of four steps an env.
+    assert err.splitlines() == [
+        "jaxrl-async: error: training diverged: grad_norm is nan at update 8 (env step 128); "
+        f"the last finite checkpoint is {run_dir / 'checkpoints' / '96'}"
+    ]
+    steps = checkpoint.steps(run_dir / "checkpoints")
+    assert steps == [32, 64, 96]
+    assert all(all_finite(stored_arrays(run_dir / "checkpoints", s)) for s in steps)

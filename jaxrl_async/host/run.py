@@ -34,7 +34,8 @@ from jaxrl_async import checkpoint as ckpt
 from jaxrl_async import rundir, tracking
 from jaxrl_async.compile_cache import configure_compile_cache
 from jaxrl_async.config import Config
-from jaxrl_async.errors import RunFailure, TrainingInterrupted, UserError
+from jaxrl_async.divergence import DivergenceGuard, param_abs_max
+from jaxrl_async.errors import RunFailure, TrainingDiverged, TrainingInterrupted, UserError
 from jaxrl_async.host.executor import (
     Progress,
     Start,
@@ -83,15 +84,28 @@ class Boundaries:
         self.pending: list[dict] = []
         self.saved = self.rounds = plan.start_call  # rounds in the newest checkpoint, done
         self.checkpoint_seconds = 0.0
+        self.guard = DivergenceGuard(config.train.nan_policy, 1, plan.batch, 1, log.warn)
+        self._abs_max = jax.jit(param_abs_max)
 
     def __call__(self, progress: Progress, record: dict) -> None:
         metrics = {k: v for k, v in record.items() if k not in _NOT_LOGGED}
+        metrics["param_abs_max"] = float(self._abs_max(progress.state.params))
         self.pending.append({**metrics, "policy_lag_max": metrics["policy_lag"]})
         rounds = self.rounds = progress.rounds
+        self._check(rounds, metrics)  # before this round's state can be saved
         if rounds % self.log_rounds == 0 or rounds == self.plan.num_calls:
             self.flush(rounds)
         if due(self.config.checkpoint.every, rounds, self.plan.batch):
             self.save(progress, wait=rounds == self.plan.num_calls)
+
+    def _check(self, rounds: int, metrics: dict) -> None:
+        try:
+            self.guard.check(rounds, {k: [v] for k, v in metrics.items()})
+        except TrainingDiverged as e:
+            self.flush(rounds)  # the record that diverged, in metrics.jsonl
+            if self.saver is not None and self.saved > 0:
+                e.checkpoint = self.saver.directory / str(self.saved * self.plan.batch)
+            raise
 
     def flush(self, rounds: int | None = None) -> None:
         if self.pending:

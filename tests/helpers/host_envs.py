@@ -90,7 +90,8 @@ for _id, _entry, _limit in (
 class Faulty(Corridor):
     """`Corridor` that fails at its `fail_at`-th step, counted over episodes: it raises
     (`failure="raise"`), or returns a NaN observation (`"nan_obs"`) or reward
-    (`"nan_reward"`). The executor's failure tests use it."""
+    (`"nan_reward"`), or a reward of 1e38 (`"huge_reward"`, which the learner's loss
+    overflows on). The executor's failure and the divergence tests use it."""
 
     def __init__(self, fail_at: int = 10, failure: str = "raise"):
         super().__init__()
@@ -104,6 +105,8 @@ class Faulty(Corridor):
                 raise RuntimeError(f"corridor broke at step {self.total}")
             if self.failure == "nan_obs":
                 obs = np.full_like(obs, np.nan)
+            elif self.failure == "huge_reward":  # finite, but no loss of it is
+                reward = 1e38
             else:
                 reward = float("nan")
         return obs, reward, terminated, truncated, info
