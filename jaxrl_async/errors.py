@@ -61,13 +61,14 @@ class RunFailure(RuntimeError):
 class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM stopped training between two host calls.
 
-    `run_dir` holds a checkpoint of that point (None when the run wrote no directory).
+    `run_dir` holds a checkpoint of that point (None when the run wrote no directory);
+    `resume` names the call that continues it (a sweep's: jaxrl_async.resume_sweep).
     """
 
-    def __init__(self, env_steps: int, run_dir=None):
+    def __init__(self, env_steps: int, run_dir=None, resume: str = "jaxrl_async.resume"):
         self.env_steps, self.run_dir = env_steps, run_dir
         where = (
-            f"checkpoint saved; resume with jaxrl_async.resume({str(run_dir)!r})"
+            f"checkpoint saved; resume with {resume}({str(run_dir)!r})"
             if run_dir is not None
             else "no run directory: nothing saved"
         )

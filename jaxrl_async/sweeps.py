@@ -302,7 +302,9 @@ def _train_group(group: Group, dirs, group_dir, seeds: int, session: _Session):
         )
     except TrainingInterrupted as e:
         raise TrainingInterrupted(
-            e.env_steps, session.sweep_dir if e.run_dir is not None else None
+            e.env_steps,
+            session.sweep_dir if e.run_dir is not None else None,
+            resume="jaxrl_async.resume_sweep",
         ) from None
     except RunFailure as e:  # a save that failed: the sweep resumes, not its group alone
         e.run_dir = session.sweep_dir if e.run_dir is not None else None
