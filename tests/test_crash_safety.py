@@ -160,3 +160,24 @@ def test_runs_killed_at_random_moments_resume_to_the_uninterrupted_state(tmp_pat
             np.testing.assert_array_equal(a, b)
         assert_same_records(records(run_dir), records(whole))
     assert len(kills) >= 2 * KILLS_PER_RUN, kills
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_save_fails_resumes_from_the_hint(tmp_path, monkeypatch):
+    """A sweep's group fails at its second save: the hint names the sweep directory, and
+    following it finishes the sweep."""
+    sweep_dir = tmp_path / "sweep"
+    grid = ["agent.learning_rate=[1e-3,3e-3]", "checkpoint.every=1024"]
+    with monkeypatch.context() as patches:
+        fail_saves_after(patches, 1024, "disk_full")
+        code, err = run_cli_in_process(
+            "sweep", "ppo_cartpole", *SHORT, *grid, "--sweep-dir", str(sweep_dir), cwd=tmp_path
+        )
+    assert code == 1
+    [line] = err.splitlines()
+    assert line.endswith(f"; resume with: jaxrl-async resume {sweep_dir}")
+    code, err = run_cli_in_process(
+        *line.split("resume with: jaxrl-async ")[1].split(), cwd=tmp_path
+    )
+    assert code == 0, err
+    assert len(json.loads((sweep_dir / "sweep.json").read_text())["points"]) == 2
