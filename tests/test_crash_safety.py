@@ -47,7 +47,7 @@ def test_resume_finishes_a_run_stopped_after_its_last_checkpoint(tmp_path):
     assert code == 2 and "nothing to resume" in err and "is finished at 2,048" in err
 
 
-@pytest.mark.parametrize("kind", ["disk_full", "read_only"])
+@pytest.mark.parametrize("kind", ["disk_full", pytest.param("read_only", marks=pytest.mark.slow)])
 def test_a_save_that_cannot_write_ends_the_run_on_one_line(tmp_path, monkeypatch, kind):
     """The second save (the last) fails: one line, exit 1, the first checkpoint intact, and
     the printed resume command finishes the run once saves work again."""
