@@ -80,7 +80,6 @@ POISONED = [
 ]
 
 
-@pytest.mark.slow
 def test_a_diverged_run_stops_with_its_finite_checkpoints_and_warn_trains_on(tmp_path):
     run_dir = tmp_path / "stop"
     code, err = run_cli_in_process("train", *POISONED, "--run-dir", str(run_dir), cwd=tmp_path)
