@@ -294,6 +294,21 @@ def _as_hook(callback: Callable[[dict], None]) -> Callable[[Progress, dict], Non
     return lambda progress, record: callback(record)
 
 
+def _ready(start: Start | None, config: Config, agent: Agent, spec, learner: Learner, key) -> Start:
+    """`start` (default: a fresh learner state) on the learner's device, with a fresh
+    replay and fresh observation statistics where the run needs them and has none."""
+    if start is None:
+        start = Start(jax.jit(agent.init)(jax.random.fold_in(key, 0)))
+    # Committed to the learner's device, as learn's outputs are: else the second update
+    # compiles learn again (committed and uncommitted inputs are distinct programs).
+    start = start._replace(state=jax.device_put(start.state, learner.device))
+    if learner.replay is not None and start.replay is None:
+        start = start._replace(replay=learner.replay.init())
+    if config.env.normalize_obs and start.obs_stats is None:
+        start = start._replace(obs_stats=initial_stats(spec.obs_shape))
+    return start
+
+
 def run_executor(
     config: Config,
     agent: Agent,
@@ -315,18 +330,10 @@ def run_executor(
     """
     hooks = [*([] if after_round is None else [after_round]), *map(_as_hook, callbacks)]
     key = jax.random.key(config.train.seed, impl=config.prng_impl)
-    if start is None:
-        start = Start(jax.jit(agent.init)(jax.random.fold_in(key, 0)))
+    learner = make_learner(config, agent, envs[0].spec, key)
+    start = _ready(start, config, agent, envs[0].spec, learner, key)
     run_stop = RunStop(stop)
     store = ParamStore(config.pipeline.lag, start.round)
-    learner = make_learner(config, agent, envs[0].spec, key)
-    # Committed to the learner's device, as learn's outputs are: else the second update
-    # compiles learn again (committed and uncommitted inputs are distinct programs).
-    start = start._replace(state=jax.device_put(start.state, learner.device))
-    if learner.replay is not None and start.replay is None:
-        start = start._replace(replay=learner.replay.init())
-    if config.env.normalize_obs and start.obs_stats is None:
-        start = start._replace(obs_stats=initial_stats(envs[0].spec.obs_shape))
     store.publish(start.round, start.state.params, start.updates, start.obs_stats)
     threads, queues = start_actors(agent, envs, config, (store, run_stop, start.round))
     try:
