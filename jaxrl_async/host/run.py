@@ -68,9 +68,7 @@ def plan_host(config: Config, run_dir: Path | None, resume: bool) -> RunPlan:
     if run_dir is None:
         raise UserError("resuming needs the run directory")
     point = rundir.resume_point(run_dir, config)
-    check_work_left(
-        run_dir, point, config.num_updates, config.batch_size, config.train.total_steps
-    )
+    check_work_left(run_dir, point, config.num_updates, config.batch_size, config.train.total_steps)
     return RunPlan(layout, 1, config.num_updates, config.batch_size, point)
 
 
