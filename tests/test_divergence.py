@@ -129,3 +129,24 @@ def test_a_host_env_run_stops_as_a_jax_env_run_does(tmp_path):
     steps = checkpoint.steps(run_dir / "checkpoints")
     assert steps == [32, 64, 96]
     assert all(all_finite(stored_arrays(run_dir / "checkpoints", s)) for s in steps)
+
+
+def test_a_sweep_warns_of_its_diverged_point_by_name_and_finishes(tmp_path):
+    """One point's learning rate diverges at once: the group trains on, the warning
+    names that point, and the sweep writes its table."""
+    sweep_dir = tmp_path / "sweep"
+    code, err = run_cli_in_process(
+        "sweep",
+        "ppo_cartpole",
+        *PPO_SMALL,
+        "train.total_steps=2048",
+        "agent.learning_rate=[1e-3,1e30]",
+        "--sweep-dir",
+        str(sweep_dir),
+        cwd=tmp_path,
+    )
+    assert code == 0, err
+    [warning] = [line for line in err.splitlines() if "diverged" in line]
+    assert warning.startswith("warning: training diverged: ")
+    assert " at update 1 (env step 128) in point 1 (" in warning
+    assert len(json.loads((sweep_dir / "sweep.json").read_text())["points"]) == 2
