@@ -9,7 +9,12 @@ from jaxrl_async._xla_flags import apply_default_xla_flags
 apply_default_xla_flags()
 
 from jaxrl_async.config import Config, load_config  # noqa: E402
-from jaxrl_async.errors import ConfigError, EnvSpecError, TrainingInterrupted  # noqa: E402
+from jaxrl_async.errors import (  # noqa: E402
+    ConfigError,
+    EnvSpecError,
+    TrainingDiverged,
+    TrainingInterrupted,
+)
 
 _LAZY = {
     "train": "jaxrl_async.trainer",
@@ -35,6 +40,7 @@ __all__ = [
     "ConfigError",
     "EnvSpecError",
     "TrainResult",
+    "TrainingDiverged",
     "TrainingInterrupted",
     "choose_layout",
     "load_config",
