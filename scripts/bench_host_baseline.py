@@ -10,8 +10,9 @@ and critic MLPs with orthogonal init; a categorical policy for a discrete action
 a Gaussian with a state-independent log-std (actions clipped to the bounds in the env
 step) for a box. Its hyperparameters are read from the trainer's config, so both train
 the same maths; textbook simplifications against the trainer: a truncation is treated as
-terminal (the trainer bootstraps from V of the final observation), and the baseline uses
-JAX's default PRNG.
+terminal (the trainer bootstraps from V of the final observation), the baseline uses
+JAX's default PRNG, and under env.normalize_obs Gymnasium's NormalizeObservation wrapper
+normalises each env's observations by that env's statistics.
 
     python scripts/bench_host_baseline.py                                 # CartPole
     python scripts/bench_host_baseline.py --config ppo_gymnasium_cartpole --steps 131072
@@ -59,11 +60,15 @@ def make_env(config):
     import gymnasium
 
     name = config.env.name.split(":", 1)[1]
+    # The usual way: Gymnasium's own running statistics, one per env (its vector wrapper
+    # refuses same-step autoreset).
+    wrappers = [gymnasium.wrappers.NormalizeObservation] if config.env.normalize_obs else []
     return gymnasium.make_vec(
         name,
         num_envs=config.env.num_envs,
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP},
+        wrappers=wrappers,
     )
 
 
