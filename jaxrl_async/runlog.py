@@ -105,6 +105,7 @@ class RunLog:
         self.start = self._last = time.perf_counter()
         self._last_calls = plan.start_call
         self._show_progress = config.train.progress and main
+        self.warnings: list[str] = []
 
     def _file_sinks(self, run_dir: Path | None, group: str | None) -> list:
         """metrics.jsonl and TensorBoard events in `run_dir` (none on other processes), and
@@ -160,7 +161,9 @@ class RunLog:
                 show(env_steps, gif)
 
     def warn(self, line: str) -> None:
-        """A line for the user (process 0): above the progress bar, or on stderr without one."""
+        """A line for the user (process 0): above the progress bar, or on stderr without
+        one; kept in `warnings` for summary.json."""
+        self.warnings.append(line)
         if self._main:
             if self._show_progress:
                 self.progress.write(line)

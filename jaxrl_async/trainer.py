@@ -225,6 +225,7 @@ def summarize(run: Run, log: RunLog, times: LoopTimes, env_name: str, wall_start
         "placement_choice": layout.placement_why,
         "processes": jax.process_count(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "warnings": log.warnings,  # this session's (train.nan_policy=warn's divergence)
     }
 
 

@@ -102,7 +102,8 @@ def test_a_diverged_run_stops_with_its_finite_checkpoints_and_warn_trains_on(tmp
         "warning: training diverged: grad_norm is nan at update 19 (env step 2,432); "
         "going on (train.nan_policy=warn)"
     ]
-    assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 4096
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 4096 and summary["warnings"] == err.splitlines()
     assert checkpoint.steps(run_dir / "checkpoints")[-1] == 4096
 
 

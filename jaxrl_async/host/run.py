@@ -292,4 +292,5 @@ def summarize_host(
         "placement": host_placement(config),
         "processes": 1,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "warnings": b.log.warnings,  # this session's (train.nan_policy=warn's divergence)
     }
