@@ -315,12 +315,13 @@ def _finish(
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         tracking.finish(run_dir, summary)
     final = "-" if summary["final_return"] is None else f"{summary['final_return']:.1f}"
+    log.progress.write(run.plan.layout.line())  # the reasons: `jaxrl-async plan`
+    # The summary is the run's last line.
     log.progress.write(
         f"{config.name}: {summary['env_steps']:,} steps in {summary['wall_seconds']:.1f}s "
         f"(compile {run.started.compile_seconds:.1f}s), {summary['sps']:,.0f} SPS, "
         f"final return {final}" + (f" -> {run_dir}" if run_dir else "")
     )
-    log.progress.write(run.plan.layout.line())  # the reasons: `jaxrl-async plan`
     return TrainResult(
         state=state,
         metrics=log.metrics(),
