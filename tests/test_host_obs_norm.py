@@ -25,18 +25,9 @@ from jaxrl_async.host.obs_norm import (
     normalize,
 )
 from jaxrl_async.host.run import saved_state, train_host_run
+from tests.helpers.host_runs import CORRIDOR, SMALL
 
-CORRIDOR = "gymnasium:tests.helpers.host_envs:HostCorridor-v0"
-SMALL = [
-    f"env.name={CORRIDOR}",
-    "env.normalize_obs=true",
-    "env.num_envs=4",
-    "pipeline.rollout_len=4",
-    "agent.hidden_sizes=[8]",
-    "agent.num_minibatches=2",
-    "train.log_every=32",
-    "train.progress=false",
-]
+NORMALISED = [f"env.name={CORRIDOR}", "env.normalize_obs=true", *SMALL]
 
 
 def test_statistics_and_normalisation_match_the_jax_wrapper():
@@ -101,7 +92,7 @@ def test_the_actor_acts_on_and_hands_in_normalised_obs_and_reports_raw_moments()
 
 def test_a_run_checkpoints_resumes_and_evaluates_with_its_statistics(tmp_path):
     run = tmp_path / "run"
-    config = load_config("ppo_cartpole", [*SMALL, "train.total_steps=96"])
+    config = load_config("ppo_cartpole", [*NORMALISED, "train.total_steps=96"])
     state = train_host_run(config, run_dir=run).state
     like = saved_state(state, 0, obs_stats=initial_stats((2,)))
     saved = from_saved(ckpt.restore(run / "checkpoints", like)[0]["obs_stats"])
@@ -109,7 +100,7 @@ def test_a_run_checkpoints_resumes_and_evaluates_with_its_statistics(tmp_path):
     assert saved.n == pytest.approx(96 + PRIOR_COUNT)
     assert 0.0 < saved.mean[0] < 3.0 and 0.0 < saved.mean[1] < 5.0 and np.all(saved.var > 0)
 
-    longer = load_config("ppo_cartpole", [*SMALL, "train.total_steps=160"])
+    longer = load_config("ppo_cartpole", [*NORMALISED, "train.total_steps=160"])
     train_host_run(longer, run_dir=run, resume=True)
     resumed = ckpt.restore(run / "checkpoints", like)[0]["obs_stats"]
     assert from_saved(resumed).n == pytest.approx(160 + PRIOR_COUNT)

@@ -23,17 +23,9 @@ from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.config import load_config
 from jaxrl_async.host.run import train_host_run
 from tests.helpers.cli import ROOT, run_cli_in_process, subprocess_env
+from tests.helpers.host_runs import CORRIDOR, SMALL
 
-CORRIDOR = "gymnasium:tests.helpers.host_envs:HostCorridor-v0"
 FAULTY = "gymnasium:tests.helpers.host_envs:HostFaulty-v0"
-SMALL = [
-    "env.num_envs=4",
-    "pipeline.rollout_len=4",
-    "agent.hidden_sizes=[8]",
-    "agent.num_minibatches=2",
-    "train.log_every=32",
-    "train.progress=false",
-]
 
 
 def corridor_args(*overrides: str) -> list[str]:

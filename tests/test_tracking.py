@@ -14,6 +14,7 @@ from jaxrl_async.config import load_config
 from jaxrl_async.errors import ConfigError
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.configs import PPO_SMALL, PPO_SWEEP_TINY, SWEEP_GRID
+from tests.helpers.wandb_files import offline as offline_wandb
 from tests.helpers.wandb_files import offline_runs, read_run
 
 pytest.importorskip("wandb")
@@ -24,18 +25,7 @@ OFFLINE = ["logger.wandb=true", "logger.wandb_mode=offline"]
 @pytest.fixture(autouse=True)
 def offline(tmp_path, monkeypatch):
     """W&B offline and quiet, its files under tmp_path/wandb, nothing sent anywhere."""
-    for key, value in {
-        "WANDB_MODE": "offline",
-        "WANDB_DIR": str(tmp_path / "wandb"),
-        "WANDB_SILENT": "true",
-        "WANDB_DISABLE_GIT": "true",
-        "WANDB_DISABLE_CODE": "true",
-        "WANDB_X_DISABLE_STATS": "true",
-        "WANDB_X_DISABLE_META": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-    (tmp_path / "wandb").mkdir()
-    return tmp_path / "wandb"
+    return offline_wandb(monkeypatch, tmp_path / "wandb")
 
 
 def _run_dir(tmp_path, name="run", overrides=()):

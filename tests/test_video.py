@@ -210,19 +210,9 @@ def test_wandb_sink_logs_the_gif_at_its_env_step(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     from jaxrl_async import tracking
     from jaxrl_async.video.writer import gif_bytes
-    from tests.helpers.wandb_files import offline_runs, read_run
+    from tests.helpers.wandb_files import offline, offline_runs, read_run
 
-    for key, value in {  # offline and quiet: nothing leaves this machine
-        "WANDB_MODE": "offline",
-        "WANDB_DIR": str(tmp_path / "wandb"),
-        "WANDB_SILENT": "true",
-        "WANDB_DISABLE_GIT": "true",
-        "WANDB_DISABLE_CODE": "true",
-        "WANDB_X_DISABLE_STATS": "true",
-        "WANDB_X_DISABLE_META": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-    (tmp_path / "wandb").mkdir()
+    offline(monkeypatch, tmp_path / "wandb")
     config = jaxrl_async.load_config(
         "ppo_cartpole", ["logger.wandb=true", "logger.wandb_mode=offline"]
     )

@@ -12,6 +12,18 @@ from jaxrl_async.config import load_config
 
 BOUND = 30.0  # seconds any executor run may take before it counts as a hang
 
+# The tiny corridor of tests/helpers/host_envs.py, named as a user names their own env.
+CORRIDOR = "gymnasium:tests.helpers.host_envs:HostCorridor-v0"
+# A small PPO on it: 16 env steps a round, records every 2 rounds.
+SMALL = [
+    "env.num_envs=4",
+    "pipeline.rollout_len=4",
+    "agent.hidden_sizes=[8]",
+    "agent.num_minibatches=2",
+    "train.log_every=32",
+    "train.progress=false",
+]
+
 
 def bounded(fn, seconds: float = BOUND):
     """fn() in a thread that must end within `seconds`: its result, or what it raised."""

@@ -10,6 +10,25 @@ import json
 import struct
 from pathlib import Path
 
+# W&B offline and quiet: its files under one directory, nothing leaves this machine.
+OFFLINE_ENV = {
+    "WANDB_MODE": "offline",
+    "WANDB_SILENT": "true",
+    "WANDB_DISABLE_GIT": "true",
+    "WANDB_DISABLE_CODE": "true",
+    "WANDB_X_DISABLE_STATS": "true",
+    "WANDB_X_DISABLE_META": "true",
+}
+
+
+def offline(monkeypatch, directory: Path) -> Path:
+    """Point W&B at `directory` (created), offline and quiet, for one test."""
+    for key, value in {**OFFLINE_ENV, "WANDB_DIR": str(directory)}.items():
+        monkeypatch.setenv(key, value)
+    directory.mkdir()
+    return directory
+
+
 BLOCK = 32 * 1024
 HEADER = struct.Struct("<4sHB")
 CHUNK = struct.Struct("<IHB")
