@@ -156,14 +156,15 @@ def rollout(
     env_seconds = policy_seconds = 0.0
     for t in range(length):
         started = time.perf_counter()
-        carry, action, extras = act(policy, params, memory, seen(obs), first_step + t)
+        observed = seen(obs)  # what the policy acts on and the trajectory holds
+        carry, action, extras = act(policy, params, memory, observed, first_step + t)
         stepped = time.perf_counter()
         step = env.step(action)
         env_seconds += time.perf_counter() - stepped
         policy_seconds += stepped - started
         _check_step(step)
         fields: dict[str, Any] = {
-            "obs": seen(obs),
+            "obs": observed,
             "action": action,
             "reward": step.reward,
             "terminated": step.terminated,
