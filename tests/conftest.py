@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import TEST_XLA_FLAGS
+
 ROOT = Path(__file__).resolve().parents[1]
 # Set before JAX is imported so in-process and CLI-subprocess tests share compiled programs.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".pytest_cache" / "xla"))
@@ -13,10 +15,13 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".pytest_cache" / 
 # the learning tests' budgets are set for one device, and a machine with another
 # core count must compile the same programs (jaxrl_async gives a CPU one device per core
 # by default, `_xla_flags`; tests/test_xla_flags.py checks that default).
-if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=1"
-    ).strip()
+# The suite's compile-time flags (TEST_XLA_FLAGS) too, where XLA_FLAGS does not set them.
+_flags = os.environ.get("XLA_FLAGS", "")
+if "xla_force_host_platform_device_count" not in _flags:
+    _flags += " --xla_force_host_platform_device_count=1"
+if "xla_cpu_use_fusion_emitters" not in _flags:
+    _flags += f" {TEST_XLA_FLAGS}"
+os.environ["XLA_FLAGS"] = _flags.strip()
 
 # A suite started from a background job inherits SIGINT ignored, and Python then installs
 # no handler of its own; the interrupt tests need the one a terminal gives a program.

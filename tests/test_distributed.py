@@ -19,6 +19,7 @@ import pytest
 
 from jaxrl_async import distributed
 from jaxrl_async.config import ConfigError, load_config
+from tests.helpers.cli import forced_devices_flags
 
 TIMEOUT = 420  # seconds for one launch (all its processes); a hang fails the test
 
@@ -90,7 +91,7 @@ def _env(processes: int) -> dict:
     return {
         **os.environ,
         "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={1 if processes > 1 else 4}",
+        "XLA_FLAGS": forced_devices_flags(1 if processes > 1 else 4),
     }
 
 

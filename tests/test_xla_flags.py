@@ -76,3 +76,13 @@ def test_a_fresh_process_gets_one_cpu_device_per_core_and_runs_choose_from_them(
     choice = out.pop("choice")
     assert (choice.pop("r2d2_cartpole_masked") > 1) == (cores > 1)
     assert choice == {"dqn_cartpole": 1, "ppo_breakout_minatar": 1}
+
+
+def test_the_suite_and_its_subprocesses_compile_with_the_test_flags():
+    """conftest adds TEST_XLA_FLAGS to this process's XLA_FLAGS, and a forced-device
+    subprocess gets them beside its device count."""
+    from tests.helpers.cli import TEST_XLA_FLAGS, subprocess_env
+
+    assert TEST_XLA_FLAGS in os.environ["XLA_FLAGS"].split()
+    flags = subprocess_env(devices=2)["XLA_FLAGS"].split()
+    assert TEST_XLA_FLAGS in flags and "--xla_force_host_platform_device_count=2" in flags

@@ -10,6 +10,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# XLA flags of every test process, its subprocesses included: XLA's older CPU fusion
+# emitters compile our programs about twice as fast, and the suite spends more time
+# compiling than running; the trainer keeps the default emitters for its training
+# programs, which run faster with them (docs/development.md, "Tests").
+TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
+
+
+def forced_devices_flags(devices: int) -> str:
+    """XLA_FLAGS of a test process with `devices` forced CPU devices."""
+    return f"{TEST_XLA_FLAGS} --xla_force_host_platform_device_count={devices}"
+
 
 def subprocess_env(devices: int | None = None, **extra: str) -> dict[str, str]:
     """This process's environment for a child Python: the repository root on its path (so it
@@ -17,7 +28,7 @@ def subprocess_env(devices: int | None = None, **extra: str) -> dict[str, str]:
     env = {**os.environ, **extra}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     if devices is not None:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+        env["XLA_FLAGS"] = forced_devices_flags(devices)
     return env
 
 
