@@ -8,7 +8,8 @@ draw other batches; for them a whole run shows the shards, and learner updates o
 batch split over one or two devices give the same parameters, losses and priorities.
 
 JAX fixes its device count when it starts, so these run in one subprocess with
-XLA_FLAGS=--xla_force_host_platform_device_count=4 and build meshes of 1, 2 and 4.
+XLA_FLAGS=--xla_force_host_platform_device_count=4 and build meshes of 1 and 2 (the
+errors need 4: a batch that does not split over them).
 """
 
 import json
@@ -95,8 +96,8 @@ SCRIPT = textwrap.dedent("""
                                   np.linspace(0.2, 1.0, size).astype(np.float32))
 
     out = {}
-    for lag, counts in ((0, (1, 2, 4)), (1, (1, 2))):  # 4 devices at lag 0: the queue is common
-        for devices in counts:
+    for lag in (0, 1):
+        for devices in (1, 2):
             result = train("ppo_cartpole", PPO + [f"pipeline.devices={devices}",
                                                   f"pipeline.lag={lag}"])
             out[f"ppo-lag{lag}/{devices}"] = {
@@ -196,7 +197,7 @@ def runs():
 # --- whole runs: on-policy agents --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("run, devices", [("ppo-lag0", 2), ("ppo-lag0", 4), ("ppo-lag1", 2)])
+@pytest.mark.parametrize("run, devices", [("ppo-lag0", 2), ("ppo-lag1", 2)])
 def test_ppo_same_parameters_as_one_device(runs, run, devices):
     one, many = runs[f"{run}/1"], runs[f"{run}/{devices}"]
     assert len(many["devices"]) == devices and len(one["devices"]) == 1
