@@ -85,7 +85,7 @@ KILLED_RUNS = {
     "ppo": ["ppo_cartpole", *PPO_SMALL, "train.log_every=512", "checkpoint.every=512"],
     "dqn": ["dqn_cartpole", *DQN_TINY, "train.log_every=128", "checkpoint.every=128"],
 }
-KILLS_PER_RUN = 5
+KILLS_PER_RUN = 3
 PAUSE = 0.3  # seconds each save stays half written (tests/helpers/faults.py)
 
 
@@ -96,8 +96,9 @@ def _kill_at_random(command: list[str], run_dir, rng: random.Random, calls_left:
     marker = run_dir.with_suffix(".saves")
     marker.write_text("")
     first = not (run_dir / "checkpoints").exists()  # killed only once a checkpoint is whole
+    # The first kill of a run lands inside a save, so every run resumes past a half-written one.
     modes = ["start"] if not calls_left else ["save", "after save"] + ([] if first else ["start"])
-    mode = rng.choice(modes)
+    mode = "save" if first and calls_left else rng.choice(modes)
     k = rng.randint(2 if first else 1, max(2 if first else 1, min(3, calls_left)))
     args = [sys.executable, "-m", "tests.helpers.faults", str(PAUSE), str(marker), *command]
     with (run_dir.parent / "stderr").open("w") as err:
@@ -128,7 +129,7 @@ def _lines(path) -> int:
 
 @pytest.mark.slow
 def test_runs_killed_at_random_moments_resume_to_the_uninterrupted_state(tmp_path):
-    """SIGKILL at seeded random moments, in saves among them, then resume, five times a
+    """SIGKILL at seeded random moments, in saves among them, then resume, three times a
     run: each resume succeeds and the run ends in the uninterrupted run's checkpoint,
     every array bitwise, and its metrics records."""
     rng, kills = random.Random(35), []

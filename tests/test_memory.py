@@ -382,12 +382,15 @@ def test_recurrent_ppo_balances_cartpole_without_velocities():
 
 @pytest.mark.slow
 def test_recurrent_ppo_recalls_the_memory_chain_context():
-    """ppo_rnn_memory_chain at its shipped 4e5 steps: the median and 2 of 3 seeds reach 0.9
-    of the optimum (1), where a memoryless policy stays at chance (0): the context shows at
-    an episode's first step only (test_memory_chain_shows_its_context_at_the_first_step_only).
-    Half the budget leaves too many seeds short to rest a test on.
+    """ppo_rnn_memory_chain at 3e5 steps (shipped 4e5): the median and 2 of 3 seeds reach
+    0.9 of the optimum (1), where a memoryless policy stays at chance (0): the context shows
+    at an episode's first step only (test_memory_chain_shows_its_context_at_the_first_step_only).
+    The shorter budget clears the threshold under either PRNG; half the shipped one leaves
+    too many seeds short to rest a test on.
     """
-    assert_learns(_trained("ppo_rnn_memory_chain", []), 0.9, min_passing=2)
+    assert_learns(
+        _trained("ppo_rnn_memory_chain", ["train.total_steps=300000"]), 0.9, min_passing=2
+    )
 
 
 def test_memory_chain_shows_its_context_at_the_first_step_only():
