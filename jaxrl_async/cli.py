@@ -108,12 +108,13 @@ def _envs(args) -> int:
     # A listing never downloads: an env whose data is not cached (Sokoban's levels) is
     # listed as unavailable at once, not after half a minute of retries offline.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.suite not in (None, "gymnax", "gymnasium", *suites.SUITES):
-        raise UserError(
-            f"unknown suite {args.suite!r} (gymnax, gymnasium, {', '.join(suites.SUITES)})"
-        )
-    if args.suite == "gymnasium":
-        _print_gymnasium(listed=True)
+    from jaxrl_async.host.registry import HOST_LISTINGS
+
+    if args.suite not in (None, "gymnax", *HOST_LISTINGS, *suites.SUITES):
+        known = ", ".join(["gymnax", *HOST_LISTINGS, *suites.SUITES])
+        raise UserError(f"unknown suite {args.suite!r} ({known})")
+    if args.suite in HOST_LISTINGS:
+        _print_host(args.suite, listed=True)
         return 0
     if args.suite in (None, "gymnax"):
         _print_spaces(registered_envs(), make)
@@ -132,27 +133,29 @@ def _envs(args) -> int:
                     ", ".join(ids), width=100, initial_indent="  ", subsequent_indent="  "
                 )
             )
-        _print_gymnasium(listed=False)
+        print()
+        for host_suite in HOST_LISTINGS:  # one block: Gymnasium's, then EnvPool's
+            _print_host(host_suite, listed=False)
     elif args.suite != "gymnax":
         ids = suites.adapter(args.suite).ids()
         _print_spaces([f"{args.suite}:{i}" for i in ids], make)
     return 0
 
 
-def _print_gymnasium(listed: bool) -> None:
-    """Host envs: Gymnasium's ids (all of them when `listed`, else a count)."""
-    from jaxrl_async.host.registry import gymnasium_ids
+def _print_host(suite: str, listed: bool) -> None:
+    """A host suite's ids (Gymnasium's, EnvPool's): all of them when `listed`, else a count."""
+    from jaxrl_async.host.registry import HOST_LISTINGS, host_ids
 
-    ids = gymnasium_ids()
+    takes, extra = HOST_LISTINGS[suite]
+    ids = host_ids(suite)
     if ids is None:
-        print("gymnasium (host envs): not installed (pip install 'jaxrl_async[gymnasium]')")
+        print(f"{suite} (host envs): not installed (pip install 'jaxrl_async[{extra}]')")
         return
-    blank = "" if listed else "\n"
-    print(f"{blank}gymnasium (host envs): {len(ids)} ids (env.name=gymnasium:<id>)")
+    print(f"{suite} (host envs): {len(ids)} ids (env.name={takes})")
     if listed:
         print(textwrap.fill(", ".join(ids), width=100, initial_indent="  ", subsequent_indent="  "))
     else:
-        print("  `jaxrl-async envs gymnasium` lists them")
+        print(f"  `jaxrl-async envs {suite}` lists them")
 
 
 def _print_spaces(names, make) -> None:
@@ -304,7 +307,7 @@ def _add_envs(sub) -> None:
         nargs="?",
         default=None,
         help="one suite's ids with their spaces (gymnax, brax, jumanji, ...), or "
-        "gymnasium's ids (host envs)",
+        "gymnasium's or envpool's ids (host envs)",
     )
     p.set_defaults(func=_envs)
 

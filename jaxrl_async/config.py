@@ -257,7 +257,8 @@ def validate(config: Config) -> None:
         _validate_host(config)
     elif config.pipeline.actor_threads != 1:
         raise ConfigError(
-            "pipeline.actor_threads applies to host envs (env.name=gymnasium:<id>) only; "
+            "pipeline.actor_threads applies to host envs (env.name=gymnasium:<id> or "
+            "envpool:<task>) only; "
             f"{config.env.name} steps inside the compiled program"
         )
     config.agent.check(config)

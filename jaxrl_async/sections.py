@@ -17,13 +17,13 @@ PRNG_IMPLS = ("auto", "philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
 WANDB_MODES = ("online", "offline", "disabled")
 NAN_POLICIES = ("stop", "warn")
 # Prefixes of env names stepped on the host by actor threads (`jaxrl_async/host/`).
-HOST_SUITES = ("gymnasium",)
+HOST_SUITES = ("gymnasium", "envpool")
 
 
 @dataclasses.dataclass(frozen=True)
 class EnvConfig:
     # A gymnax id, <suite>:<id>, a name given to envs.register, module.path:factory
-    # (envs.make), or a host env, gymnasium:<id> (host/gymnasium_env.py).
+    # (envs.make), or a host env, gymnasium:<id> or envpool:<task> (host/by_name.py).
     name: str = "CartPole-v1"
     num_envs: int = 4
     normalize_obs: bool = False

@@ -24,20 +24,15 @@ import sys
 import time
 
 import jaxrl_async
-from jaxrl_async.host import make_gymnasium
+from jaxrl_async.host import make_host_env
 from jaxrl_async.host.executor import train_host
 
 
 def random_loop_sps(config, seconds: float) -> float:
     """Env steps per second of the env's own vector loop with random actions: no policy
-    and no adapter (the Gymnasium vector env the adapter wraps, stepped directly)."""
-    env = make_gymnasium(
-        config.env.name,
-        config.env.num_envs,
-        vectorization_mode="sync",
-        autoreset_mode="same_step",
-        **config.env.kwargs,
-    )
+    and no adapter (the vector env the adapter wraps, stepped directly: Gymnasium's, or
+    an EnvPool with its same-step resets)."""
+    env = make_host_env(config.env.name, config.env.num_envs, **config.env.kwargs)
     vec = env.env
     try:
         vec.reset(seed=config.train.seed)

@@ -1,7 +1,8 @@
-"""Host environments: envs stepped on the host in numpy (Gymnasium, and later ale-py and
+"""Host environments: envs stepped on the host in numpy (Gymnasium, Atari through ale-py,
 EnvPool), for an actor–learner split with actor threads.
 
-What exists: the adapters, which build a vector env by name, map its spaces onto the
+What exists: the adapters, which build a vector env by name (`make_host_env`: by the
+name's prefix, `gymnasium:<id>` or `envpool:<task>`), map its spaces onto the
 `EnvSpec` the JAX suites use and give every step as a `HostStep` with exact episode
 semantics; and the actor–learner executor (`executor.train_host`, and `run.py` for the
 CLI's runs with logs and checkpoints): actor threads, bounded queues of trajectories
@@ -11,6 +12,8 @@ device (off-policy agents). Not yet: recurrent off-policy agents (R2D2).
 """
 
 from jaxrl_async.host.actor import ActorPlan, Trajectory
+from jaxrl_async.host.by_name import make_host_env
+from jaxrl_async.host.envpool_env import make_envpool
 from jaxrl_async.host.episodes import EpisodeTotals, episodes_init, episodes_update
 from jaxrl_async.host.executor import (
     make_actor_envs,
@@ -39,8 +42,10 @@ __all__ = [
     "episodes_init",
     "episodes_update",
     "make_actor_envs",
+    "make_envpool",
     "make_gymnasium",
     "make_host_agent",
+    "make_host_env",
     "map_spaces",
     "parse_name",
     "run_executor",

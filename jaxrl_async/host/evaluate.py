@@ -25,8 +25,8 @@ from jaxrl_async import rundir
 from jaxrl_async.config import Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.evaluate import eval_result, eval_settings
+from jaxrl_async.host.by_name import make_host_env
 from jaxrl_async.host.executor import make_host_agent
-from jaxrl_async.host.gymnasium_env import make_gymnasium
 from jaxrl_async.host.obs_norm import from_saved, initial_stats, normalize
 from jaxrl_async.host.run import saved_state
 from jaxrl_async.types import ActorClock, Memory
@@ -71,13 +71,7 @@ def evaluate_host(
     `watch(env, running)` is called before every step with the envs whose first episode
     still runs (`running` [N] bool): a video's frames (`video/host.py`)."""
     n = config.eval.episodes
-    env = make_gymnasium(
-        config.env.name,
-        n,
-        vectorization_mode="sync",
-        autoreset_mode="same_step",
-        **config.env.kwargs,
-    )
+    env = make_host_env(config.env.name, n, **config.env.kwargs)
     try:
         agent = make_host_agent(config, env.spec)
         learner = jax.jit(agent.init)(jax.random.key(0, impl=config.prng_impl))

@@ -4,11 +4,12 @@ own `learn` on each round of them and publishes parameters back. An off-policy a
 learner stores each round in a replay on its device and learns from that instead
 (`replay_learner.py`).
 
-- Actors: `pipeline.actor_threads` threads, thread k owning a `GymnasiumVecEnv` over its
-  slice of `env.num_envs` (env i of a fresh run resets from `train.seed + i`), acting
-  with the agent's `act` jitted on the actor's device (`actor.py`); a recurrent agent's
-  actor keeps each env's carry across rounds and records it in the trajectory as the
-  JAX rollout does, so its own `learn` re-runs the sequences unchanged.
+- Actors: `pipeline.actor_threads` threads, thread k owning a host env (`by_name.py`:
+  Gymnasium's or EnvPool's) over its slice of `env.num_envs` (env i of a fresh run resets
+  from `train.seed + i`), acting with the agent's `act` jitted on the actor's device
+  (`actor.py`); a recurrent agent's actor keeps each env's carry across rounds and
+  records it in the trajectory as the JAX rollout does, so its own `learn` re-runs the
+  sequences unchanged.
 - Rounds: the learner's r-th step consumes round r of every actor, concatenated over
   envs into the [T, B] trajectory the JAX pipeline would hand `agent.learn` (off-policy:
   store in the replay, then `updates_per_tick` updates once learning has started; the
@@ -22,8 +23,10 @@ learner stores each round in a replay on its device and learns from that instead
 - Stopping (`stopping.py`): every wait polls one stop event, set when the run ends, when
   an actor fails (re-raised here as an `ActorError` of one line) or from outside.
 
-Envs reset within the step (same-step autoreset, sync vectorization), so every step is a
-transition; a next-step reset step is refused in one line.
+Envs reset within the step (same-step autoreset: Gymnasium's sync vector envs, EnvPool's
+pools through their same-step shim), so every step is a transition. A step that is none
+(`HostStep.valid` false: a next-step reset) would end the run in one line from the actor
+(`actor._check_step`); no env built here gives one.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from jaxrl_async.agents import make_agent
 from jaxrl_async.config import HOST_RECURRENT_REPLAY, Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Trajectory, make_policy, run_actor
-from jaxrl_async.host.gymnasium_env import PREFIX, GymnasiumVecEnv, make_gymnasium
+from jaxrl_async.host.by_name import HOST_NAMES, make_host_env
+from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.placement import host_devices
@@ -55,27 +59,19 @@ JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
 
 
 def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
-    """One vector env per actor thread (`pipeline.actor_threads`) over its slice of
+    """One host env per actor thread (`pipeline.actor_threads`) over its slice of
     `env.num_envs` (same-step autoreset, so that every step is a transition). The config
     was validated when loaded (`config._validate_host`): what the executor does not run
     is refused there."""
     if not config.env.host:
-        raise ConfigError(f"env.name must be {PREFIX}:<id> for the host executor")
+        raise ConfigError(f"env.name must be a host env ({HOST_NAMES}) for the host executor")
     host_devices(config)  # a split without two devices: refused before any env is built
     threads = config.pipeline.actor_threads
     sizes = [len(s) for s in np.array_split(np.arange(config.env.num_envs), threads)]
     envs: list[GymnasiumVecEnv] = []
     try:
         for size in sizes:
-            envs.append(
-                make_gymnasium(
-                    config.env.name,
-                    size,
-                    vectorization_mode="sync",
-                    autoreset_mode="same_step",
-                    **config.env.kwargs,
-                )
-            )
+            envs.append(make_host_env(config.env.name, size, **config.env.kwargs))
     except Exception:
         for env in envs:
             env.close()
@@ -372,7 +368,8 @@ def train_host(
     callbacks: Sequence[Callable[[dict], None]] = (),
     stop: threading.Event | None = None,
 ) -> dict:
-    """Train `config` (env.name `gymnasium:<id>`) in memory, with no run directory.
+    """Train `config` (a host env: `gymnasium:<id>`, `envpool:<task>`) in memory, with no
+    run directory.
 
     The result: env steps, updates, SPS, the final return (the mean raw return of the
     last env.num_envs episodes), the measured policy lag and the final parameters. The

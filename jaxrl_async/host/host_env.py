@@ -1,7 +1,7 @@
 """What an actor sees of a host env (one stepped on the host in numpy, not inside the
 training program): `HostEnv`, the adapter's interface, and `HostStep`, one step of it.
 
-Every adapter (`gymnasium_env.py`, Atari's in `atari.py`; EnvPool later) returns the same
+Every adapter (`gymnasium_env.py`, Atari's in `atari.py`, `envpool_env.py`) returns the same
 `HostStep`, with the episode semantics of the JAX suites whatever its autoreset mode: a step is a
 transition where `valid`; `terminated` stops bootstrapping, `truncated` bootstraps from
 `final_obs`; returns and lengths are the env's own, undiscounted.

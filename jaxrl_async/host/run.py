@@ -1,6 +1,7 @@
-"""A host-env run as the CLI and `trainer.train` start it (env.name=gymnasium:<id>): the
-executor's rounds grouped into log records (progress bar, metrics.jsonl, TensorBoard),
-checkpoints, resume, Ctrl-C and SIGTERM, and summary.json, as for a JAX env's run.
+"""A host-env run as the CLI and `trainer.train` start it (env.name=gymnasium:<id> or
+envpool:<task>): the executor's rounds grouped into log records (progress bar,
+metrics.jsonl, TensorBoard), checkpoints, resume, Ctrl-C and SIGTERM, and summary.json, as
+for a JAX env's run.
 
 A round (every actor's trajectory of pipeline.rollout_len steps, one update) is the unit
 a host run plans in: the plan's "host calls" are rounds (RunPlan ticks=1), records go

@@ -1,4 +1,5 @@
-"""The plan of a host-env run (env.name=gymnasium:<id>), as `tools/plan.py` prints it.
+"""The plan of a host-env run (env.name=gymnasium:<id>, envpool:<task>), as `tools/plan.py`
+prints it.
 
 A host run keeps on its learner's device only the learner state and, off-policy, the
 replay; those are counted (`host/footprint.py`). The envs' states and each round's
@@ -21,22 +22,16 @@ NOT_EXPORTED = (
     "chunk of a JAX-env config of the same agent"
 )
 NOT_COUNTED = (
-    "not counted: the envs' states (Gymnasium's, in host memory) and each round's "
-    "trajectories, which pass through host memory to the learner"
+    "not counted: the envs' states (Gymnasium's or EnvPool's, in host memory) and each "
+    "round's trajectories, which pass through host memory to the learner"
 )
 
 
 def _spec(config: Config):
     """The env's spaces as an EnvSpec, from one env built and closed."""
-    from jaxrl_async.host.gymnasium_env import make_gymnasium
+    from jaxrl_async.host.by_name import make_host_env
 
-    env = make_gymnasium(
-        config.env.name,
-        1,
-        vectorization_mode="sync",
-        autoreset_mode="same_step",
-        **config.env.kwargs,
-    )
+    env = make_host_env(config.env.name, 1, **config.env.kwargs)
     try:
         return env.spec
     finally:

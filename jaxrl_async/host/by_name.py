@@ -1,0 +1,45 @@
+"""A host env by name: the one place that reads an `env.name`'s prefix and builds its
+adapter (`gymnasium:<id>`, `envpool:<task>`), for training, evaluation, plans and benches.
+
+Every env built here resets within the step (same-step autoreset: Gymnasium's sync
+vector env, EnvPool through its same-step shim), so every step is a transition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from jaxrl_async.errors import ConfigError
+from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
+
+
+def _gymnasium(name: str, num_envs: int, **kwargs: Any) -> GymnasiumVecEnv:
+    from jaxrl_async.host.gymnasium_env import make_gymnasium
+
+    return make_gymnasium(
+        name, num_envs, vectorization_mode="sync", autoreset_mode="same_step", **kwargs
+    )
+
+
+def _envpool(name: str, num_envs: int, **kwargs: Any) -> GymnasiumVecEnv:
+    from jaxrl_async.host.envpool_env import make_envpool
+
+    return make_envpool(name, num_envs, autoreset_mode="same_step", **kwargs)
+
+
+# One adapter per prefix of sections.HOST_SUITES (the names EnvConfig.host takes).
+MAKERS: dict[str, Callable[..., GymnasiumVecEnv]] = {
+    "gymnasium": _gymnasium,
+    "envpool": _envpool,
+}
+HOST_NAMES = "gymnasium:<id>, envpool:<task>"
+
+
+def make_host_env(name: str, num_envs: int, **kwargs: Any) -> GymnasiumVecEnv:
+    """`num_envs` copies of the host env `name` with `kwargs` (the config's env.kwargs),
+    resetting within the step; a name of no host suite is a one-line ConfigError."""
+    suite = name.partition(":")[0]
+    if suite not in MAKERS:
+        raise ConfigError(f"env.name={name!r} is not a host env ({HOST_NAMES})")
+    return MAKERS[suite](name, num_envs, **kwargs)
