@@ -17,11 +17,14 @@ normalises each env's observations by that env's statistics.
     python scripts/bench_host_baseline.py                                 # CartPole
     python scripts/bench_host_baseline.py --config ppo_gymnasium_cartpole --steps 131072
     python scripts/bench_host_baseline.py --config ppo_halfcheetah --lags 0,1 --json out.json
+    python scripts/bench_host_baseline.py --config ppo_halfcheetah --steps 1000000 --lags 1 \
+        --seed-per-repeat                 # the whole budget: returns over seeds 0, 1, 2
 
 SPS counts the env steps after the first rollout and update (whose compiles both sides
 leave out); the final return is the mean raw return of the last num_envs episodes on
-both sides. Each repeat runs the baseline, then the trainer at each lag. Medians with
-min and max over the repeats.
+both sides. Each repeat runs the baseline, then the trainer at each lag, all with the
+config's seed, or with seed r in repeat r under --seed-per-repeat. Medians with min and
+max over the repeats.
 """
 
 from __future__ import annotations
@@ -235,16 +238,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=131_072, help="train.total_steps")
     p.add_argument("--lags", default="0,1")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--seed-per-repeat",
+        action="store_true",
+        help="repeat r trains train.seed=r on both sides (returns over seeds, not one seed)",
+    )
     p.add_argument("--json")
     args = p.parse_args(argv)
     overrides = [*args.override, f"train.total_steps={args.steps}", "train.progress=false"]
-    config = jaxrl_async.load_config(args.config, overrides)
     lags = [int(x) for x in args.lags.split(",")]
     runs: dict[str, list[dict]] = {"baseline": [], **{f"lag{lag}": [] for lag in lags}}
     for repeat in range(args.repeats):
-        runs["baseline"].append(run_baseline(config))
+        seeded = [*overrides, f"train.seed={repeat}"] if args.seed_per_repeat else overrides
+        runs["baseline"].append(run_baseline(jaxrl_async.load_config(args.config, seeded)))
         for lag in lags:
-            runs[f"lag{lag}"].append(train_once(args.config, overrides, lag))
+            runs[f"lag{lag}"].append(train_once(args.config, seeded, lag))
         print(
             f"repeat {repeat}: "
             + ", ".join(

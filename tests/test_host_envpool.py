@@ -347,6 +347,22 @@ def test_host_envs_by_name():
         make_host_env("brax:ant", 1)
 
 
+def test_vectorization_and_autoreset_modes_in_env_kwargs():
+    """env.kwargs may name make_vec's modes: another vectorisation is taken, a next-step
+    reset (which the actors cannot train from) is refused in one line, for both suites."""
+    with make_host_env("gymnasium:CartPole-v1", 2, vectorization_mode="async") as env:
+        assert type(env.env).__name__ == "AsyncVectorEnv"
+        assert env.autoreset_mode.value == "SameStep"
+    with make_host_env("gymnasium:CartPole-v1", 2, autoreset_mode="same_step") as env:
+        assert env.autoreset_mode.value == "SameStep"
+    for name in ("gymnasium:CartPole-v1", "envpool:CartPole-v1"):
+        with pytest.raises(ConfigError, match="same_step") as raised:
+            make_host_env(name, 2, autoreset_mode="next_step")
+        assert "\n" not in str(raised.value)
+    with pytest.raises(ConfigError, match="resets in mode NextStep") as raised:
+        make_host_env("gymnasium:CartPole-v1", 2, vectorization_mode="vector_entry_point")
+
+
 def test_a_missing_envpool_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "envpool", None)  # `import envpool` raises ImportError
     with pytest.raises(ConfigError) as raised:

@@ -2,7 +2,9 @@
 adapter (`gymnasium:<id>`, `envpool:<task>`), for training, evaluation, plans and benches.
 
 Every env built here resets within the step (same-step autoreset: Gymnasium's sync
-vector env, EnvPool through its same-step shim), so every step is a transition.
+vector env, EnvPool through its same-step shim), so every step is a transition. The
+kwargs `vectorization_mode` (Gymnasium: sync by default, async or vector_entry_point) and
+`autoreset_mode` (same_step only) may be given in env.kwargs like any other.
 """
 
 from __future__ import annotations
@@ -10,22 +12,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gymnasium.vector import AutoresetMode
+
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
+from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv, autoreset_mode_of
+
+
+def _same_step(name: str, kwargs: dict[str, Any]) -> str:
+    """Take `autoreset_mode` out of `kwargs`: same_step, or a one-line ConfigError."""
+    asked = kwargs.pop("autoreset_mode", "same_step")
+    if autoreset_mode_of(asked) != AutoresetMode.SAME_STEP:
+        raise ConfigError(
+            f"env.kwargs.autoreset_mode={asked!r} of {name}: the actors train from envs "
+            "that reset within the step (same_step); a next-step reset is no transition"
+        )
+    return "same_step"
 
 
 def _gymnasium(name: str, num_envs: int, **kwargs: Any) -> GymnasiumVecEnv:
     from jaxrl_async.host.gymnasium_env import make_gymnasium
 
+    mode = _same_step(name, kwargs)
+    vectorization = kwargs.pop("vectorization_mode", "sync")
     return make_gymnasium(
-        name, num_envs, vectorization_mode="sync", autoreset_mode="same_step", **kwargs
+        name, num_envs, vectorization_mode=vectorization, autoreset_mode=mode, **kwargs
     )
 
 
 def _envpool(name: str, num_envs: int, **kwargs: Any) -> GymnasiumVecEnv:
     from jaxrl_async.host.envpool_env import make_envpool
 
-    return make_envpool(name, num_envs, autoreset_mode="same_step", **kwargs)
+    return make_envpool(name, num_envs, autoreset_mode=_same_step(name, kwargs), **kwargs)
 
 
 # One adapter per prefix of sections.HOST_SUITES (the names EnvConfig.host takes).
