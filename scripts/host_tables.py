@@ -79,6 +79,15 @@ def baseline_rows(result: dict) -> tuple[list[str], list[list[str]]]:
     return columns, rows
 
 
+def shown_command(command: str) -> str:
+    """The benchmark's command without its `--json PATH` (where it wrote, not what ran)."""
+    words = command.split()
+    if "--json" in words:
+        at = words.index("--json")
+        words = words[:at] + words[at + 2 :]
+    return " ".join(words)
+
+
 def put(tables: list[dict], table: dict) -> list[dict]:
     """`tables` with `table` in place of the one of its title, or after its section's last."""
     titles = [t["title"] for t in tables]
@@ -130,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     table = {
         "section": args.section,
         "title": args.title,
-        "command": result["command"],
+        "command": shown_command(result["command"]),
         "commit": commit,
         "machine": args.machine,
         "date": args.date,
