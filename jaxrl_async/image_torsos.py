@@ -23,6 +23,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_async import conv
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.initializers import orthogonal
 
@@ -46,6 +47,7 @@ def _conv(channels: int, kernel: int, stride: int = 1, padding: str = "SAME") ->
         padding=padding,
         kernel_init=orthogonal(np.sqrt(2)),
         bias_init=nn.initializers.zeros,
+        conv_general_dilated=conv.conv_general_dilated,  # fast gradients inside loops
     )
 
 

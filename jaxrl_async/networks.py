@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_async import conv
 from jaxrl_async.cells import CELLS, MemorySpec
 from jaxrl_async.image_torsos import IMAGE_TORSOS
 from jaxrl_async.initializers import orthogonal
@@ -101,6 +102,7 @@ class Encoder(nn.Module):
                         padding="SAME",
                         kernel_init=orthogonal(np.sqrt(2)),
                         bias_init=nn.initializers.zeros,
+                        conv_general_dilated=conv.conv_general_dilated,
                     )(x)
                     x = ACTIVATIONS[self.activation](_normed(x, self.layer_norm))
             features.append(x.reshape(x.shape[0], -1))
