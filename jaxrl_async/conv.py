@@ -2,14 +2,13 @@
 
 JAX's own gradient of a strided convolution is two convolutions with permuted dimension
 numbers (the weights' gradient takes the batch as its features, the input's gradient a
-transposed kernel). XLA's CPU compiler turns those into its fast library convolutions
-after a canonicalisation that it does not apply inside a loop's body, so a learner that
-scans minibatches over an image torso (`agent.torso=cnn|nature|impala`: PPO's epochs,
-an off-policy tick's updates, a chunk of ticks) ran its backward pass through XLA's
-generic loop emitter, many times slower (docs/performance.md). `conv_general_dilated`
-here computes the same gradients with the transposes written out, so that every
-convolution XLA sees is already in the canonical NHWC / HWIO form: the same values, on
-the fast path wherever the convolution sits.
+transposed kernel). Inside a loop's body XLA's CPU compiler leaves those to its generic
+loop emitter instead of its library convolutions, so a learner that scans minibatches
+over a strided image torso (`agent.torso=nature`, a strided `cnn`: PPO's epochs, an
+off-policy tick's updates, a chunk of ticks) ran its backward pass many times slower
+(docs/performance.md, "Image torsos"). `conv_general_dilated` here computes the same
+gradients with the transposes written out, so that every convolution XLA sees is in the
+canonical NHWC / HWIO form: the same values, on the fast path wherever it sits.
 
 It takes `lax.conv_general_dilated`'s arguments (flax's `nn.Conv(conv_general_dilated=)`
 passes them) and handles the case the torsos use: 2-D, NHWC images, HWIO kernels, no
