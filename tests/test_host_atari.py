@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.host import HostStep, make_gymnasium
+from jaxrl_async.host import make_gymnasium
+from tests.helpers.host_steps import FIELDS, Expected, assert_matches, run_adapter
 
 ale_py = pytest.importorskip("ale_py")
 gymnasium.register_envs(ale_py)
@@ -24,7 +25,6 @@ gymnasium.register_envs(ale_py)
 GAME = "ALE/Breakout-v5"
 NAME = f"gymnasium:{GAME}"
 MODES = ["same_step", "next_step"]
-FIELDS = HostStep._fields
 
 
 def fixed_actions(steps, num_envs, seed=0, num_actions=4):
@@ -38,38 +38,10 @@ def single_env(game, env_kwargs):
     return gymnasium.wrappers.FrameStackObservation(env, 4)
 
 
-class Expected:
-    """One env's expected HostSteps, built row by row from its own loop."""
-
-    def __init__(self, clip, episodic):
-        self.clip, self.episodic = clip, episodic
-        self.score, self.length, self.lives = 0.0, 0, None
-
-    def row(self, obs, reward, terminated, truncated, final, lives, valid=True):
-        game_over = terminated or truncated
-        self.score, self.length = self.score + reward, self.length + int(valid)
-        lost = valid and not game_over and lives < self.lives
-        self.lives = lives
-        step = HostStep(
-            obs=np.moveaxis(obs, 0, -1),
-            reward=np.sign(reward) if self.clip else reward,
-            terminated=terminated or (self.episodic and lost),
-            truncated=truncated,
-            final_obs=np.moveaxis(final, 0, -1),
-            valid=valid,
-            episode_return=self.score if game_over else 0.0,
-            episode_length=self.length if game_over else 0,
-            episode_done=game_over,
-        )
-        if game_over:
-            self.score, self.length = 0.0, 0
-        return step
-
-
 def reference(actions, seed, mode, clip=True, episodic=True, game=GAME, env_kwargs=None):
     """Single envs of Gymnasium's preprocessing: (first obs [B], rows [T][B] of HostStep)."""
     envs = [single_env(game, env_kwargs or {}) for _ in range(actions.shape[1])]
-    first, tracks = [], [Expected(clip, episodic) for _ in envs]
+    first, tracks = [], [Expected((clip, episodic)) for _ in envs]
     for i, env in enumerate(envs):
         first.append(np.moveaxis(env.reset(seed=seed + i)[0], 0, -1))
         tracks[i].lives = env.unwrapped.ale.lives()
@@ -95,22 +67,6 @@ def reference(actions, seed, mode, clip=True, episodic=True, game=GAME, env_kwar
     for env in envs:
         env.close()
     return np.stack(first), rows
-
-
-def run_adapter(env, seed, actions):
-    first = env.reset(seed)
-    steps = [env.step(a) for a in actions]
-    return first, HostStep(*(np.stack([getattr(s, f) for s in steps]) for f in FIELDS))
-
-
-def assert_matches(got, ref):
-    (first, step), (ref_first, rows) = got, ref
-    np.testing.assert_array_equal(first, ref_first, err_msg="first obs")
-    for name in FIELDS:
-        want = np.array([[getattr(r, name) for r in row] for row in rows])
-        have = getattr(step, name)
-        assert have.shape == want.shape, (name, have.shape, want.shape)
-        np.testing.assert_array_equal(have, want.astype(have.dtype), err_msg=name)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -179,7 +135,7 @@ def test_ale_vector_env_matches_its_raw_loop(mode):
     )
     obs, info = raw.reset(seed=4)
     np.testing.assert_array_equal(first, np.moveaxis(obs, 1, -1))
-    tracks = [Expected(True, True) for _ in range(2)]
+    tracks = [Expected((True, True)) for _ in range(2)]
     for i in range(2):
         tracks[i].lives = info["lives"][i]
     resetting = np.zeros(2, bool)

@@ -22,12 +22,17 @@ import pytest
 envpool = pytest.importorskip("envpool")
 
 from jaxrl_async.errors import ConfigError, EnvSpecError  # noqa: E402
-from jaxrl_async.host import HostStep, make_envpool, make_host_env  # noqa: E402
+from jaxrl_async.host import make_envpool, make_host_env  # noqa: E402
 from jaxrl_async.host.by_name import MAKERS  # noqa: E402
 from jaxrl_async.sections import HOST_SUITES, EnvConfig  # noqa: E402
+from tests.helpers.host_steps import (  # noqa: E402
+    FIELDS,
+    Expected,
+    assert_matches,
+    run_adapter,
+)
 
 MODES = ["same_step", "next_step"]
-FIELDS = HostStep._fields
 ATARI_OFF = {"episodic_life": False, "reward_clip": False, "use_fire_reset": False}
 
 
@@ -39,40 +44,6 @@ def own_pool(task, num_envs, seed, **kwargs):
     return pool
 
 
-class Track:
-    """One env's expected HostSteps, row by row; with `atari` = (clip, episodic), Atari's
-    layer applied by hand from the raw rewards and EnvPool's lives."""
-
-    def __init__(self, atari=None, lives=None):
-        self.atari, self.lives = atari, lives
-        self.score, self.length = 0.0, 0
-
-    def row(self, obs, reward, terminated, truncated, final, lives=None, valid=True):
-        done = bool(terminated or truncated)
-        self.score, self.length = self.score + reward, self.length + int(valid)
-        if self.atari is not None:
-            clip, episodic = self.atari
-            lost = valid and not done and lives < self.lives
-            self.lives = lives
-            obs, final = np.moveaxis(obs, 0, -1), np.moveaxis(final, 0, -1)
-            reward = np.sign(reward) if clip else reward
-            terminated = terminated or (episodic and lost)
-        step = HostStep(
-            obs=obs,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            final_obs=final,
-            valid=valid,
-            episode_return=self.score if done else 0.0,
-            episode_length=self.length if done else 0,
-            episode_done=done,
-        )
-        if done:
-            self.score, self.length = 0.0, 0
-        return step
-
-
 def reference(task, kwargs, seed, actions, mode, atari=None):
     """Pools of one env each in EnvPool's own loop: (first obs [B], rows [T][B] of HostStep)."""
     pools = [own_pool(task, 1, seed + i, **kwargs) for i in range(actions.shape[1])]
@@ -80,7 +51,7 @@ def reference(task, kwargs, seed, actions, mode, atari=None):
     for pool in pools:
         obs, info = pool.reset()
         first.append(np.moveaxis(obs[0], 0, -1) if atari else obs[0])
-        tracks.append(Track(atari, info.get("lives", [None])[0]))
+        tracks.append(Expected(atari, info.get("lives", [None])[0]))
     pending, rows = [False] * len(pools), []
     for actions_t in actions:
         row = []
@@ -103,23 +74,6 @@ def reference(task, kwargs, seed, actions, mode, atari=None):
     for pool in pools:
         pool.close()
     return np.stack(first), rows
-
-
-def run_adapter(env, seed, actions):
-    """(first obs, HostStep of arrays [T, B, ...]) of the adapter over `actions` [T, B]."""
-    first = env.reset(seed)
-    steps = [env.step(a) for a in actions]
-    return first, HostStep(*(np.stack([getattr(s, f) for s in steps]) for f in FIELDS))
-
-
-def assert_matches(got, ref):
-    (first, step), (ref_first, rows) = got, ref
-    np.testing.assert_array_equal(first, ref_first.astype(first.dtype), err_msg="first obs")
-    for name in FIELDS:
-        want = np.array([[getattr(r, name) for r in row] for row in rows])
-        have = getattr(step, name)
-        assert have.shape == want.shape, (name, have.shape, want.shape)
-        np.testing.assert_array_equal(have, want.astype(have.dtype), err_msg=name)
 
 
 def cartpole_actions(steps=80, envs=4):

@@ -40,9 +40,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from jaxrl_async.errors import ConfigError, building_env
-from jaxrl_async.host.atari import AtariLayer, AtariOptions, channels_last, take_options
-from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv, autoreset_mode_of
-from jaxrl_async.host.spaces import map_spaces
+from jaxrl_async.host.atari import AtariOptions, take_options
+from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv, adapt, autoreset_mode_of
 
 PREFIX = "envpool"
 EXTRA = "pip install 'jaxrl_async[envpool]'"
@@ -169,16 +168,7 @@ def make_envpool(
     made = kwargs if options is None else atari_kwargs(name, options, kwargs)
     with building_env(repr(name), kwargs):
         vec = EnvPoolVec(envpool, task, num_envs, made, mode)
-    try:
-        obs_space = vec.single_observation_space
-        if options is not None:
-            obs_space = channels_last(name, obs_space)
-        host_spaces = map_spaces(name, obs_space, vec.single_action_space)
-    except Exception:
-        vec.close()
-        raise
-    layer = None if options is None else AtariLayer(num_envs, options)
-    return GymnasiumVecEnv(name, vec, host_spaces, mode, layer)
+    return adapt(name, vec, mode, options)
 
 
 def _put(batch: Any, ids: np.ndarray, part: Any) -> Any:

@@ -150,13 +150,14 @@ def make_gymnasium(
         arguments = {"vectorization_mode": chosen, "vector_kwargs": vector_kwargs, **kwargs}
     with building_env(repr(name), kwargs):
         env = gymnasium.make_vec(env_id, num_envs, **arguments)
-    return _adapt(name, env, wanted, options)
+    return adapt(name, env, wanted, options)
 
 
-def _adapt(
+def adapt(
     name: str, env: VectorEnv, wanted: AutoresetMode | None, options: AtariOptions | None
 ) -> GymnasiumVecEnv:
-    """The adapter over a built vector env (closed again where its spaces or mode fail)."""
+    """The adapter over a built vector env (a Gymnasium one, or EnvPool's shim), its mode
+    checked against `wanted`; the env is closed again where its spaces or mode fail."""
     try:
         mode = _mode_of(name, env, wanted)
         obs_space = env.single_observation_space
