@@ -4,7 +4,7 @@ MLP), the heads the agents use, and the recurrent actor-critic (torso, cell, hea
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import flax.linen as nn
 import jax
@@ -295,21 +295,21 @@ class RecurrentCore(nn.Module):
         return self.cell(carry, x)
 
 
-class RecurrentActorCritic(RecurrentCore):
-    """The recurrent core (torso, cell) whose output feeds a policy head and a value head:
-    policy(h, obs) -> logits [N, A] (masked with the observation's action mask), or
-      (mean [N, A], log_std [A]) for continuous actions;  value(h) -> [N].
-    """
+class _Heads:
+    """A policy head and a value head on features h [N, F], mixed into a module with
+    `num_actions` and `action_dim` fields (one of them 0) that calls `_setup_heads` in
+    its `setup`: policy(h, obs) -> logits [N, A] masked with the observation's action
+    mask, or (mean [N, A], log_std [A]); value(h) -> [N]."""
 
-    num_actions: int = 0  # categories of a discrete action, else 0
-    action_dim: int = 0  # length of a continuous action vector, else 0
+    num_actions: int
+    action_dim: int
 
-    def setup(self):
-        super().setup()
+    def _setup_heads(self):
         self.policy_out = _dense(self.num_actions or self.action_dim, 0.01)
         self.value_out = _dense(1, 1.0)
         if self.action_dim:
-            self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+            module = cast(nn.Module, self)
+            self.log_std = module.param("log_std", nn.initializers.zeros, (self.action_dim,))
 
     def policy(self, h, obs):
         out = self.policy_out(h)
@@ -317,6 +317,43 @@ class RecurrentActorCritic(RecurrentCore):
 
     def value(self, h):
         return self.value_out(h)[:, 0]
+
+
+class SharedActorCritic(_Heads, nn.Module):
+    """One torso whose features feed a policy head and a value head (`agent.shared_torso`:
+    the actor-critic of the Atari PPO and IMPALA papers, one image torso's cost instead of
+    two): __call__(obs) -> (policy head's output, value [N]); policy_of(obs) and
+    value_of(obs), each alone."""
+
+    torso: TorsoSpec
+    num_actions: int = 0  # categories of a discrete action, else 0
+    action_dim: int = 0  # length of a continuous action vector, else 0
+
+    def setup(self):
+        self.body = Torso(self.torso)
+        self._setup_heads()
+
+    def policy_of(self, obs):
+        return self.policy(self.body(obs), obs)
+
+    def value_of(self, obs):
+        return self.value(self.body(obs))
+
+    def __call__(self, obs):
+        h = self.body(obs)
+        return self.policy(h, obs), self.value(h)
+
+
+class RecurrentActorCritic(_Heads, RecurrentCore):
+    """The recurrent core (torso, cell) whose output feeds a policy head and a value head
+    (`_Heads`)."""
+
+    num_actions: int = 0  # categories of a discrete action, else 0
+    action_dim: int = 0  # length of a continuous action vector, else 0
+
+    def setup(self):
+        super().setup()
+        self._setup_heads()
 
     def __call__(self, carry, obs):
         carry, h = self.step(carry, self.embed(obs))

@@ -45,6 +45,7 @@ from jaxrl_async.networks import (
     CategoricalPolicy,
     GaussianPolicy,
     RecurrentActorCritic,
+    SharedActorCritic,
     TorsoSpec,
     ValueHead,
 )
@@ -140,13 +141,28 @@ def make_policy(spec: EnvSpec, algo: str) -> Policy:
 
 
 def make_actor_critic(
-    spec: EnvSpec, torso: TorsoSpec, algo: str, memory: MemorySpec | None = None
+    spec: EnvSpec,
+    torso: TorsoSpec,
+    algo: str,
+    memory: MemorySpec | None = None,
+    shared: bool = False,
 ) -> ActorCritic:
-    """Memoryless: separate policy and value networks on their own torsos. With `memory`:
-    one torso and cell shared by both heads (`make_recurrent`)."""
+    """Memoryless: separate policy and value networks on their own torsos, or with
+    `shared` one torso feeding both heads. With `memory`: one torso and cell shared by
+    both heads (`make_recurrent`)."""
     if memory is not None:
         return make_recurrent(spec, torso, memory, algo)
-    policy = make_policy(spec, algo)
+    heads = (spec.num_actions, 0) if spec.discrete else (0, spec.action_shape[0])
+    if shared:
+        net = SharedActorCritic(torso, *heads)
+        return _memoryless(
+            spec,
+            algo,
+            lambda key, dummy: net.init(key, dummy),
+            lambda params, obs: net.apply(params, obs, method="policy_of"),
+            lambda params, obs: net.apply(params, obs, method="value_of"),
+            net.apply,
+        )
     actor = (
         CategoricalPolicy(spec.num_actions, torso)
         if spec.discrete
@@ -154,39 +170,67 @@ def make_actor_critic(
     )
     critic = ValueHead(torso)
 
-    def init(key):
+    def init(key, dummy):
         actor_key, critic_key = jax.random.split(key)
-        dummy = obs_zeros(spec)
         return {"actor": actor.init(actor_key, dummy), "critic": critic.init(critic_key, dummy)}
 
+    def policy_out(params, obs):
+        return actor.apply(params["actor"], obs)
+
+    def value(params, obs):
+        return critic.apply(params["critic"], obs)
+
+    return _memoryless(
+        spec, algo, init, policy_out, value, lambda p, o: (policy_out(p, o), value(p, o))
+    )
+
+
+def _memoryless(
+    spec: EnvSpec,
+    algo: str,
+    init: Callable,
+    policy_out: Callable,
+    value: Callable,
+    both: Callable,
+) -> ActorCritic:
+    """The memoryless ActorCritic of a network given as functions: init(key, obs) ->
+    params; policy_out(params, obs) -> the policy head's output; value(params, obs) -> V
+    [N]; both(params, obs) -> (the two, from one pass where the torso is shared)."""
+    policy = make_policy(spec, algo)
+
     def act(params, obs, key, clock=None):
-        return policy.sample(key, actor.apply(params["actor"], obs))
+        return policy.sample(key, policy_out(params, obs))
 
     def greedy(params, obs):
-        return policy.mode(actor.apply(params["actor"], obs))
+        return policy.mode(policy_out(params, obs))
 
     def evaluate(params, batch, next_value=False):
         action = batch["action"]
         lead = action.shape[: action.ndim - len(spec.action_shape)]
         flat = _flatten(lead)
-        log_prob, entropy = policy.score(
-            actor.apply(params["actor"], flat(batch["obs"])), flat(action)
-        )
-        value = cast(jax.Array, critic.apply(params["critic"], flat(batch["obs"])))
+        out, v = both(params, flat(batch["obs"]))
+        log_prob, entropy = policy.score(out, flat(action))
         next_v = None
         if next_value:  # V(x'_t) only feeds targets: constant parameters, no backward pass.
-            fixed = jax.lax.stop_gradient(params["critic"])
-            next_v = cast(jax.Array, critic.apply(fixed, flat(batch["next_obs"])))
-        return _unflatten(lead, Scored(log_prob, entropy, value, next_v))
+            next_v = value(jax.lax.stop_gradient(params), flat(batch["next_obs"]))
+        return _unflatten(lead, Scored(log_prob, entropy, v, next_v))
 
     def values(params, traj):
         T, B = traj.reward.shape
-        both = jax.tree.map(
+        both_obs = jax.tree.map(
             lambda x: x.reshape(2 * T * B, *x.shape[2:]), concat_obs(traj.obs, traj.next_obs)
         )
-        return cast(jax.Array, critic.apply(params["critic"], both)).reshape(2, T, B)
+        return cast(jax.Array, value(params, both_obs)).reshape(2, T, B)
 
-    return ActorCritic(init, act, greedy, evaluate, values, lambda traj: {}, policy.scored_action)
+    return ActorCritic(
+        lambda key: init(key, obs_zeros(spec)),
+        act,
+        greedy,
+        evaluate,
+        values,
+        lambda traj: {},
+        policy.scored_action,
+    )
 
 
 def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec, algo: str) -> ActorCritic:

@@ -85,6 +85,9 @@ class PPOConfig(AgentConfig):
     adam_eps: float = 1e-5
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
+    # One torso for the policy and value heads (a memoryless network; a recurrent one
+    # always shares): half an image torso's cost; off, each head has its own.
+    shared_torso: bool = False
 
     def __post_init__(self):
         need = field_checks(self)
@@ -153,6 +156,7 @@ class IMPALAConfig(AgentConfig):
     num_minibatches: int = 1  # splits the envs (B) of a rollout, each minibatch whole in time
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
+    shared_torso: bool = False  # as PPOConfig's
 
     def __post_init__(self):
         need = field_checks(self)

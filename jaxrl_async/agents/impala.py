@@ -35,7 +35,9 @@ __all__ = ["env_group_minibatches", "impala_loss", "make_impala"]
 
 
 def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
-    net = make_actor_critic(ctx.spec, config.torso_spec(), "impala", config.memory_spec())
+    net = make_actor_critic(
+        ctx.spec, config.torso_spec(), "impala", config.memory_spec(), config.shared_torso
+    )
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
     optimizer = make_optimizer(
         config.optimizer, config.anneal_lr, num_grad_steps, config.optimizer_eps, config.adam_b1

@@ -36,7 +36,9 @@ from jaxrl_async.types import Agent, BuildContext
 
 
 def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
-    net = make_actor_critic(ctx.spec, config.torso_spec(), "ppo", config.memory_spec())
+    net = make_actor_critic(
+        ctx.spec, config.torso_spec(), "ppo", config.memory_spec(), config.shared_torso
+    )
     num_grad_steps = ctx.num_updates * config.num_epochs * config.num_minibatches
     optimizer = make_optimizer("adam", config.anneal_lr, num_grad_steps, config.adam_eps)
     targets = functools.partial(ppo_targets, net, config)
