@@ -1,5 +1,6 @@
 # `make train`, `make test`, `make lint` and `make check` build .venv from the pinned
-# requirements when it is missing.
+# requirements when it is missing. The lock pins every dependency, so pip installs it as
+# listed (--no-deps: no resolver) and `pip check` fails the build if a pin is missing.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,8 +10,9 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 train: $(STAMP)
