@@ -192,8 +192,10 @@ def test_checkpoint_and_resume_continue_with_the_exact_replay(tmp_path, monkeypa
     run_executor = host_run.run_executor
 
     def recording(config, agent, envs, **kwargs):
+        # the start as host arrays: the run updates its replay in place (donated buffers)
+        start = jax.tree.map(np.asarray, kwargs["start"])
         result = run_executor(config, agent, envs, **kwargs)
-        calls.append((kwargs["start"], result))
+        calls.append((start, result))
         return result
 
     monkeypatch.setattr(host_run, "run_executor", recording)

@@ -86,7 +86,10 @@ class ReplayLearner:
         self.stage = make_replay_stage(
             agent.replay, config.replay, 1, config.num_updates * config.batch_size
         )
-        self._step = jax.jit(functools.partial(self._round, agent.learn))
+        # The replay is updated in place (its buffers donated; the window changes shape):
+        # a copy of it every round would cost more than the round's updates once it holds
+        # image frames.
+        self._step = jax.jit(functools.partial(self._round, agent.learn), donate_argnums=(1,))
 
     def carried_steps(self, rounds: int) -> int:
         """The steps the window carries after `rounds` rounds: n - 1 once it has them."""
@@ -111,9 +114,8 @@ class ReplayLearner:
         kept = traj._replace(extras={}, memory=None)
         return jax.tree.map(lambda x, like: np.asarray(x, like.dtype), kept, self.example)
 
-    def _round(self, agent_learn, learner, carry: ReplayCarry, traj, env_steps, key):
-        window = _concat(carry.window, traj)
-        replay = carry.replay
+    def _round(self, agent_learn, learner, replay, window, traj, env_steps, key):
+        window = _concat(window, traj)
         steps = window.reward.shape[0]
         if steps >= self.n:  # static: false only in the first rounds when T < n
             replay = self.stage.store(replay, window)
@@ -130,7 +132,7 @@ class ReplayLearner:
         """(learner, carry, metrics, learned: bool) after round r's trajectory [T, B]."""
         env_steps = jnp.int32((r + 1) * self.batch)
         learner, carry, metrics, learned = self._step(
-            learner, carry, self.as_window(traj), env_steps, key
+            learner, carry.replay, carry.window, self.as_window(traj), env_steps, key
         )
         metrics = {**metrics, "learning": learned.astype(jnp.float32)}
         return learner, carry, metrics, bool(learned)
