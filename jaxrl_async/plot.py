@@ -176,8 +176,9 @@ def _save(fig, out: str | Path) -> Path:
     return out
 
 
-def plot_runs(run_dirs, out: str | Path) -> Path:
-    """Draw return vs env steps, return vs wall time and SPS vs env steps; save a PNG."""
+def plot_runs(run_dirs, out: str | Path, baselines: dict[str, float] | None = None) -> Path:
+    """Draw return vs env steps, return vs wall time and SPS vs env steps; save a PNG.
+    `baselines` (label -> return, e.g. random play) are dashed lines on the return panels."""
     plt = _pyplot()
     groups = group_runs([load_run(run_dir) for run_dir in run_dirs])
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
@@ -195,6 +196,9 @@ def plot_runs(run_dirs, out: str | Path) -> Path:
             (line,) = ax.plot(x, mean, label=label, marker="." if len(x) < 20 else None)
             if sum(len(_curves(r, y_key)) for r in runs) > 1:
                 ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2)
+        if y_key == "episode_return":
+            for (label, value), style in zip((baselines or {}).items(), ("--", ":", "-.")):
+                ax.axhline(value, color="0.4", linestyle=style, linewidth=1, label=label)
         ax.set_xlabel(x_label)
         ax.set_ylabel(y_label)
         ax.grid(alpha=0.3)

@@ -84,7 +84,13 @@ def train_seed(name: str, seed: int, overrides: list[str], run_dir: Path) -> dic
 
 
 def run_config(
-    name: str, seeds: int, overrides: list[str], runs: Path, out: Path, batch: dict
+    name: str,
+    seeds: int,
+    overrides: list[str],
+    runs: Path,
+    out: Path,
+    batch: dict,
+    random_episodes: int = 100,
 ) -> dict:
     """Train seeds 0..seeds-1 of `name` and draw its curves: its row of the table.
 
@@ -107,6 +113,7 @@ def run_config(
         "compile_seconds": [],
         "wall_seconds": [],
         "png": None,
+        "random_play": None,
         "error": None,
         **batch,
     }
@@ -134,10 +141,30 @@ def run_config(
             f"compile {summary['compile_seconds']:.1f}s, wall {summary['wall_seconds']:.1f}s",
             flush=True,
         )
+    row["random_play"] = random_play(config, random_episodes)
     png = out / f"results_{name}.png"
-    plot_runs(run_dirs, png)
+    random = row["random_play"]
+    plot_runs(run_dirs, png, {"random play": random["mean"]} if random else None)
     row["png"] = png.name
     return row
+
+
+def random_play(config, episodes: int) -> dict | None:
+    """The return of uniformly random actions on the config's env, the line its curves
+    are read against: measured over `episodes` episodes on a host env (its options, raw
+    scores), the reference table's value for a JAX env in it, or None."""
+    from jaxrl_async.reference_scores import reference
+
+    if ":" in config.env.name and config.env.name.partition(":")[0] in ("gymnasium", "envpool"):
+        if episodes < 2:
+            return None
+        from jaxrl_async.host.random_play import random_returns
+
+        returns = random_returns(config.env, episodes)
+        se = float(returns.std(ddof=1) / math.sqrt(len(returns)))
+        return {"mean": float(returns.mean()), "se": se, "episodes": len(returns)}
+    ref = reference(config.env.name, config.env.kwargs)
+    return None if ref is None else {"mean": ref.random, "se": None, "episodes": None}
 
 
 def _decimals(value: float) -> int:
@@ -238,6 +265,16 @@ def render(rows: dict[str, dict]) -> str:
     for row in ordered:
         if row["png"]:
             lines += [f"### {row['config']}", "", f"![{row['config']}]({row['png']})", ""]
+            random = row.get("random_play")
+            if random and random["episodes"]:
+                lines[-1:-1] = [
+                    f"Random play (dashed): {random['mean']:.2f} ± {random['se']:.2f} (mean ± "
+                    f"standard error over {random['episodes']} episodes of uniformly random "
+                    "actions, the same env options).",
+                    "",
+                ]
+            elif random:
+                lines[-1:-1] = [f"Random play (dashed): {random['mean']:g}, reference table.", ""]
     return "\n".join(lines)
 
 
@@ -280,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECTION.KEY=VALUE",
         help="applied to every config (repeatable), e.g. train.total_steps=4096",
     )
+    parser.add_argument(
+        "--random-episodes",
+        type=int,
+        default=100,
+        help="episodes of random play measured for a host env's baseline (default 100)",
+    )
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
@@ -314,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     start = time.perf_counter()
     for name in names:
-        rows[name] = run_config(name, args.seeds, args.override, runs, out, batch)
+        rows[name] = run_config(
+            name, args.seeds, args.override, runs, out, batch, args.random_episodes
+        )
         write(out, rows)  # after every config: an interrupted run keeps what it finished
     failed = [name for name in names if rows[name]["error"]]
     print(

@@ -1,6 +1,7 @@
 """`jaxrl-async plot`: learning curves and SPS from run or sweep directories, to a PNG."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -245,3 +246,17 @@ def test_a_malformed_sweep_is_exit_2(tmp_path, capsys, change, message):
     assert main(["plot", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_baselines_are_lines_on_the_return_panels_only(tmp_path, monkeypatch):
+    from jaxrl_async import plot
+
+    figures = []
+    monkeypatch.setattr(plot, "_save", lambda fig, out: figures.append(fig) or Path(out))
+    run = _write_run(tmp_path / "run", "demo", [1.0, 2.0])
+    plot_runs([run], tmp_path / "c.png", baselines={"random play": 1.5})
+    returns_steps, returns_wall, sps = figures[0].axes
+    for ax in (returns_steps, returns_wall):
+        (line,) = [line for line in ax.get_lines() if line.get_label() == "random play"]
+        assert set(line.get_ydata()) == {1.5}
+    assert not [line for line in sps.get_lines() if line.get_label() == "random play"]

@@ -108,6 +108,7 @@ def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
     assert "| `zz_earlier` |" in table  # merged, not replaced
     assert "python scripts/results.py --configs ppo_cartpole" in table
     assert "![ppo_cartpole](results_ppo_cartpole.png)" in table
+    assert "Random play (dashed): 22.4, reference table." in table
     png = out / "results_ppo_cartpole.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
 
@@ -119,6 +120,24 @@ def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
         run_dir = runs / "ppo_cartpole" / f"seed{seed}"
         assert (run_dir / "metrics.jsonl").read_text().count("\n") == 4
         assert json.loads((run_dir / "summary.json").read_text())["seed"] == seed
+
+
+def test_random_play_is_measured_on_a_host_env_and_read_from_the_table_otherwise():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("results_script", ROOT / "scripts/results.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    pytest.importorskip("gymnasium")
+    measured = script.random_play(jaxrl_async.load_config("ppo_gymnasium_cartpole"), 80)
+    assert measured["episodes"] == 80 and measured["se"] > 0
+    assert abs(measured["mean"] - 22.4) < 5 * measured["se"]
+    assert script.random_play(jaxrl_async.load_config("ppo_cartpole"), 80) == {
+        "mean": 22.4,
+        "se": None,
+        "episodes": None,
+    }
+    assert script.random_play(jaxrl_async.load_config("ppo_breakout_minatar"), 80) is None
 
 
 def test_results_script_rejects_bad_input_before_training(tmp_path):
