@@ -369,7 +369,7 @@ def test_recurrent_ppo_learns_to_count_on_a_custom_env():
 
 
 @pytest.mark.slow
-def test_recurrent_ppo_balances_cartpole_without_velocities():
+def test_recurrent_ppo_balances_cartpole_without_velocities(runtime_emitters):
     """ppo_rnn_cartpole_masked at 3e5 steps (shipped 5e5): the median and 2 of 3 seeds
     reach 400; the MLP of the same config and budget stays near 50. The shorter budget
     still clears the threshold with margin under either PRNG.
@@ -381,7 +381,7 @@ def test_recurrent_ppo_balances_cartpole_without_velocities():
 
 
 @pytest.mark.slow
-def test_recurrent_ppo_recalls_the_memory_chain_context():
+def test_recurrent_ppo_recalls_the_memory_chain_context(runtime_emitters):
     """ppo_rnn_memory_chain at 3e5 steps (shipped 4e5): the median and 2 of 3 seeds reach
     0.9 of the optimum (1), where a memoryless policy stays at chance (0): the context shows
     at an episode's first step only (test_memory_chain_shows_its_context_at_the_first_step_only).

@@ -148,7 +148,7 @@ def test_bad_lag_values_are_config_errors():
 
 
 @pytest.mark.slow
-def test_async_ppo_solves_cartpole(lag=1, prng="philox4x32"):
+def test_async_ppo_solves_cartpole(runtime_emitters, lag=1, prng="philox4x32"):
     """PPO one and two updates behind the learner still solves CartPole: at the shipped 5e5
     steps 3 of 4 seeds and the median reach 475. The suite runs the shipped config (lag 1,
     default PRNG) only, for its time; a shorter budget leaves too many seeds short at lag 1.

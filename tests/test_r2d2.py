@@ -209,7 +209,7 @@ def test_config_errors():
 
 
 @pytest.mark.slow
-def test_r2d2_learns_masked_cartpole():
+def test_r2d2_learns_masked_cartpole(runtime_emitters):
     """The shipped config, 3 seeds in one program: the median and 2 of 3 seeds average at
     least 300 over the last 5 log points (the last 50k of 300k steps) with the velocities
     masked. One log point is too noisy to assert on (its episodes run under epsilon 0.05,
