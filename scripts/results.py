@@ -264,17 +264,18 @@ def render(rows: dict[str, dict]) -> str:
     ]
     for row in ordered:
         if row["png"]:
-            lines += [f"### {row['config']}", "", f"![{row['config']}]({row['png']})", ""]
+            lines += [f"### {row['config']}", ""]
             random = row.get("random_play")
             if random and random["episodes"]:
-                lines[-1:-1] = [
+                lines += [
                     f"Random play (dashed): {random['mean']:.2f} ± {random['se']:.2f} (mean ± "
                     f"standard error over {random['episodes']} episodes of uniformly random "
                     "actions, the same env options).",
                     "",
                 ]
             elif random:
-                lines[-1:-1] = [f"Random play (dashed): {random['mean']:g}, reference table.", ""]
+                lines += [f"Random play (dashed): {random['mean']:g}, reference table.", ""]
+            lines += [f"![{row['config']}]({row['png']})", ""]
     return "\n".join(lines)
 
 

@@ -138,6 +138,29 @@ def test_random_play_is_measured_on_a_host_env_and_read_from_the_table_otherwise
         "episodes": None,
     }
     assert script.random_play(jaxrl_async.load_config("ppo_breakout_minatar"), 80) is None
+    # Under the config's curves: the measured mean with its standard error
+    row = {
+        "config": "c",
+        "env": "gymnasium:CartPole-v1",
+        "agent": "ppo",
+        "budget": 10,
+        "overrides": [],
+        "seeds": [0],
+        "final_return": [30.0],
+        "eval_return": [],
+        "sps": [1.0],
+        "compile_seconds": [1.0],
+        "wall_seconds": [1.0],
+        "png": "results_c.png",
+        "random_play": measured,
+        "error": None,
+        "date": EPOCH,
+        "command": "python scripts/results.py",
+        "machine": "M (1 cores)",
+        "versions": {"jax": "0"},
+    }
+    shown = f"Random play (dashed): {measured['mean']:.2f} ± {measured['se']:.2f}"
+    assert shown in script.render({"c": row})
 
 
 def test_results_script_rejects_bad_input_before_training(tmp_path):
