@@ -27,7 +27,6 @@ actor's extras are dropped, and every field is cast to the env spec's dtypes.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -89,7 +88,8 @@ class ReplayLearner:
         # The replay is updated in place (its buffers donated; the window changes shape):
         # a copy of it every round would cost more than the round's updates once it holds
         # image frames.
-        self._step = jax.jit(functools.partial(self._round, agent.learn), donate_argnums=(1,))
+        self._agent_learn = agent.learn
+        self._step = jax.jit(self._round, donate_argnums=(1,))
 
     def carried_steps(self, rounds: int) -> int:
         """The steps the window carries after `rounds` rounds: n - 1 once it has them."""
@@ -114,7 +114,7 @@ class ReplayLearner:
         kept = traj._replace(extras={}, memory=None)
         return jax.tree.map(lambda x, like: np.asarray(x, like.dtype), kept, self.example)
 
-    def _round(self, agent_learn, learner, replay, window, traj, env_steps, key):
+    def _round(self, learner, replay, window, traj, env_steps, key):
         window = _concat(window, traj)
         steps = window.reward.shape[0]
         if steps >= self.n:  # static: false only in the first rounds when T < n
@@ -122,7 +122,7 @@ class ReplayLearner:
         else:  # nothing stored yet: wait (the stage learns from env_steps >= learning_starts)
             env_steps = jnp.minimum(env_steps, self.learning_starts - 1)
         learner, replay, metrics, learned = self.stage.learn(
-            agent_learn, learner, replay, env_steps, key
+            self._agent_learn, learner, replay, env_steps, key
         )
         keep = min(self.n - 1, steps)
         carried = jax.tree.map(lambda x: x[steps - keep :], window) if keep else None
