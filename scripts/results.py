@@ -155,7 +155,7 @@ def random_play(config, episodes: int) -> dict | None:
     scores), the reference table's value for a JAX env in it, or None."""
     from jaxrl_async.reference_scores import reference
 
-    if ":" in config.env.name and config.env.name.partition(":")[0] in ("gymnasium", "envpool"):
+    if config.env.host:
         if episodes < 2:
             return None
         from jaxrl_async.host.random_play import random_returns

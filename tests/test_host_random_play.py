@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.envs.spec import EnvSpec
-from jaxrl_async.host.random_play import random_actions, random_returns
+from jaxrl_async.host.random_play import random_returns
 from jaxrl_async.reference_scores import REFERENCE
 
 pytest.importorskip("gymnasium")
@@ -27,13 +26,9 @@ def test_episodes_round_up_to_a_whole_number_per_env():
     assert len(random_returns(config, 9)) == 16
 
 
-def test_actions_cover_the_action_space():
-    rng = np.random.default_rng(0)
-    discrete = EnvSpec((4,), np.float32, True, 3, (), np.int32)
-    actions = random_actions(rng, discrete, 3000)
-    assert actions.dtype == np.int32 and set(actions.tolist()) == {0, 1, 2}
-    box = EnvSpec((3,), np.float32, False, 0, (2,), np.float32, (-2.0, 0.0), (2.0, 1.0))
-    actions = random_actions(rng, box, 3000)
-    assert actions.shape == (3000, 2) and actions.dtype == np.float32
-    assert np.all(actions >= [-2, 0]) and np.all(actions <= [2, 1])
-    assert actions[:, 0].min() < -1.9 and actions[:, 1].max() > 0.95
+def test_vector_actions_play_within_their_bounds():
+    """A Box action space: the vector env's own samples, in the spec's dtype; Pendulum's
+    reward is never positive and random play stays far from its optimum (0)."""
+    config = jaxrl_async.load_config("ppo_halfcheetah", ["env.name=gymnasium:Pendulum-v1"]).env
+    returns = random_returns(config, 16, seed=1)
+    assert len(returns) == 16 and np.all(returns < -100)

@@ -158,7 +158,7 @@ def make_actor_critic(
         return _memoryless(
             spec,
             algo,
-            lambda key, dummy: net.init(key, dummy),
+            net.init,
             lambda params, obs: net.apply(params, obs, method="policy_of"),
             lambda params, obs: net.apply(params, obs, method="value_of"),
             net.apply,
