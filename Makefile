@@ -1,17 +1,21 @@
 # `make train`, `make test`, `make lint` and `make check` build .venv from the pinned
-# requirements when it is missing. The lock pins every dependency, so pip installs it as
-# listed (--no-deps: no resolver) and `pip check` fails the build if a pin is missing.
+# requirements when it is missing. The lock pins every dependency, uv among them: pip
+# installs uv, and uv installs the lock as listed (--no-deps: no resolver), downloading and
+# byte-compiling in parallel, which pip does one package at a time; `pip check` then fails
+# the build if the lock ever misses a pin.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+UV := $(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps
 
 .PHONY: train test lint check bench clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-deps -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install --quiet "$$(grep '^uv==' requirements.lock)"
+	$(UV) --compile-bytecode -r requirements.lock
+	$(UV) --no-build-isolation -e .
 	$(BIN)/python -m pip check
 	touch $(STAMP)
 
