@@ -37,10 +37,12 @@ test: $(STAMP)
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 # Lint, format and types; the settings live in pyproject.toml ([tool.ruff], [tool.mypy]).
+# mypy checks independent modules in parallel worker processes, one a core.
+MYPY_WORKERS ?= 2
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy jaxrl_async
+	$(BIN)/mypy --num-workers $(MYPY_WORKERS) jaxrl_async
 
 # Everything CI runs: lint, then every test, slow ones included; the 25 slowest are listed
 # at the end, to keep the whole within its budget (docs/development.md).

@@ -212,7 +212,7 @@ def test_gru_ppo_learns_gymnasium_cartpole():
         "ppo_cartpole",
         ["env.num_envs=8", "pipeline.rollout_len=128", "agent.memory=gru"]
         + ["agent.memory_size=64", "agent.hidden_sizes=[64]", "agent.learning_rate=1e-3"]
-        + ["agent.reward_scale=0.1", "train.total_steps=60000"],
+        + ["agent.reward_scale=0.1", "train.total_steps=40000"],
         180.0,
     )
     assert np.median(returns) > 150, returns
