@@ -1,6 +1,12 @@
-"""The GPU programs checked without a GPU: every shipped config's init and training chunk
+"""The GPU programs checked without a GPU: shipped configs' init and training chunk
 exported for CUDA with jax.export at the run's real shapes, and refused where a GPU
-could not run them; CPU-only XLA options and flags stay on CPU."""
+could not run them; CPU-only XLA options and flags stay on CPU.
+
+What a CUDA export can refuse (a host callback, a CPU-only custom call, a 64-bit value)
+comes from the ops of an env or of an agent's programs, not from sizes or learning rates:
+the exported configs are a set that holds every JAX env id and every agent program variant
+of the shipped configs (`_variants`), which a test keeps complete. Host-env configs export
+their learner's init only, so they are all exported and count for no agent variant."""
 
 import os
 
@@ -50,9 +56,62 @@ def test_a_small_config_exports_for_cuda():
     assert all(not t.startswith("lapack") for t in programs["init"]["custom_calls"])
 
 
+# Every JAX env id and agent program variant of the shipped configs, each at least once;
+# plus every host-env config.
+EXPORTED = (
+    "dqn_atari_breakout",
+    "dqn_breakout_minatar",
+    "dqn_deepsea",
+    "dqn_mountaincar",
+    "impala_atari_breakout",
+    "impala_cartpole",
+    "ppo_acrobot",
+    "ppo_atari_breakout",
+    "ppo_brax_halfcheetah",
+    "ppo_cartpole_async",
+    "ppo_catch",
+    "ppo_craftax_classic",
+    "ppo_freeway_minatar",
+    "ppo_gymnasium_cartpole",
+    "ppo_halfcheetah",
+    "ppo_jumanji_snake",
+    "ppo_navix_empty",
+    "ppo_rnn_memory_chain",
+    "ppo_rnn_navix_empty_random_16x16",
+    "ppo_spaceinvaders_minatar",
+    "ppo_xminigrid_empty",
+    "pqn_asterix_minatar",
+    "r2d2_cartpole_masked",
+    "sac_halfcheetah",
+    "sac_pendulum",
+    "td3_brax_inverted_pendulum",
+)
+
+
+def _variants(config) -> set[tuple]:
+    """What a config's exported programs are made of, beyond sizes: its env (a JAX env's
+    ops) and its agent's program variant (agent, memory, torso, a lag queue, the replay)."""
+    if config.env.host:
+        return set()
+    agent = config.agent
+    variant = (agent.name, getattr(agent, "memory", None), getattr(agent, "torso", None))
+    variant += (getattr(agent, "shared_torso", None), config.pipeline.lag > 0)
+    variant += (config.replay.kind if agent.off_policy else None,)
+    return {("env", config.env.name), ("agent", *variant)}
+
+
+def test_the_exported_configs_hold_every_env_and_agent_variant():
+    configs = {name: jaxrl_async.load_config(name) for name in available_configs()}
+    assert set(EXPORTED) <= set(configs)
+    exported = set().union(*(_variants(configs[name]) for name in EXPORTED))
+    for name, config in configs.items():
+        assert _variants(config) <= exported, f"{name}: add it to EXPORTED"
+        assert not config.env.host or name in EXPORTED, f"{name}: add it to EXPORTED"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", available_configs())
-def test_every_shipped_config_exports_for_cuda(name):
+@pytest.mark.parametrize("name", EXPORTED)
+def test_shipped_configs_export_for_cuda(name):
     problems = _problems(name)
     assert problems and not any(problems.values()), problems
 
