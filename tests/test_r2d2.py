@@ -210,13 +210,15 @@ def test_config_errors():
 
 @pytest.mark.slow
 def test_r2d2_learns_masked_cartpole(runtime_emitters):
-    """The shipped config, 3 seeds in one program: the median and 2 of 3 seeds average at
-    least 300 over the last 5 log points (the last 50k of 300k steps) with the velocities
-    masked. One log point is too noisy to assert on (its episodes run under epsilon 0.05,
-    and a seed that has solved can dip far below 300 for a point); the mean of the last
-    five clears the threshold on every seed with margin."""
+    """The shipped config at 250k of its 300k steps, 3 seeds in one program: the median and
+    2 of 3 seeds average at least 300 over the last 5 log points (the last 50k steps) with
+    the velocities masked. One log point is too noisy to assert on (its episodes run under
+    epsilon 0.05, and a seed that has solved can dip far below 300 for a point); the mean
+    of the last five clears the threshold on every seed with margin under either PRNG at
+    this budget, not at 200k."""
     config = jaxrl_async.load_config(
-        "r2d2_cartpole_masked", ["train.num_seeds=3", "train.progress=false"]
+        "r2d2_cartpole_masked",
+        ["train.total_steps=250000", "train.num_seeds=3", "train.progress=false"],
     )
     assert config.env.mask_obs == (1, 3)
     result = jaxrl_async.train(config)
