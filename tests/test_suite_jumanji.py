@@ -308,9 +308,10 @@ def test_direct_is_the_suites_own_reset_and_step(env_id, kwargs, action, suite_a
 @pytest.mark.slow
 def test_ppo_learns_snake_by_name_respecting_the_action_mask():
     """`env.name=jumanji:Snake-v1` on a 6x6 board with a 100-step limit, 4 seeds in one
-    program, 196,608 steps: the small board puts fruit within reach of a short random
+    program, 131,072 steps: the small board puts fruit within reach of a short random
     walk, so the reward is dense enough for PPO to learn within the budget, and the limit
-    ends episodes often enough to measure them.
+    ends episodes often enough to measure them. At this budget the seeds clear 4x random
+    play with margin under either PRNG.
 
     The yardstick is uniformly random LEGAL moves (the mask forbids walls and the body,
     as it does for the policy), a fruit or two per episode; the seeds must reach 4x it."""
@@ -328,7 +329,7 @@ def test_ppo_learns_snake_by_name_respecting_the_action_mask():
             "env.num_envs=16",
             "pipeline.rollout_len=64",
             "agent.learning_rate=1e-3",
-            "train.total_steps=196608",
+            "train.total_steps=131072",
             "train.log_every=16384",
             "train.num_seeds=4",
             "train.progress=false",
