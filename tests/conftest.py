@@ -39,18 +39,44 @@ def cli():
 
 @pytest.fixture
 def runtime_emitters(monkeypatch):
-    """Training chunks compiled with XLA's default CPU fusion emitters, as a user's run
-    compiles them, for the learning tests whose time is spent running them: the suite's
-    older emitters (TEST_XLA_FLAGS) compile faster, these run faster."""
+    """Training chunks compiled with XLA's default CPU fusion emitters and optimisation
+    level, as a user's run compiles them, for the learning tests whose time is spent
+    running them: the suite's older emitters (TEST_XLA_FLAGS) compile faster, these run
+    faster."""
+    _add_chunk_options(monkeypatch, {"xla_cpu_use_fusion_emitters": True})
+
+
+# XLA options of the training chunks of a test that asks for neither fixture below: the
+# lowest optimisation level compiles a chunk faster and runs it slower, and most tests
+# compile more than they run (docs/development.md, "Tests").
+QUICK_CHUNKS = {"xla_backend_optimization_level": 0}
+
+
+@pytest.fixture(autouse=True)
+def _quick_chunks(request, monkeypatch):
+    if {"runtime_emitters", "optimized_chunks"} & set(request.fixturenames):
+        return
+    _add_chunk_options(monkeypatch, QUICK_CHUNKS)
+
+
+@pytest.fixture
+def optimized_chunks():
+    """Training chunks at XLA's default optimisation level, as a user's run compiles them,
+    for the tests that run more than they compile (learning) and those that compare a
+    chunk's bits with a program compiled otherwise: in a subprocess, by a module-scoped
+    fixture, or as separate programs."""
+
+
+def _add_chunk_options(monkeypatch, extra: dict) -> None:
     from jaxrl_async import pipeline, split, trainer
 
     compile_chunk = pipeline.compile_chunk
 
-    def with_default_emitters(chunk, state, options=None):
-        return compile_chunk(chunk, state, {**(options or {}), "xla_cpu_use_fusion_emitters": True})
+    def with_options(chunk, state, options=None):
+        return compile_chunk(chunk, state, {**(options or {}), **extra})
 
     for module in (pipeline, split, trainer):
-        monkeypatch.setattr(module, "compile_chunk", with_default_emitters)
+        monkeypatch.setattr(module, "compile_chunk", with_options)
 
 
 # The files with the longest runs (forced-device subprocesses, learning over seeds), longest

@@ -207,7 +207,7 @@ def test_the_learner_reruns_stored_sequences_as_a_hand_written_loop(memory):
 
 
 @pytest.mark.slow
-def test_lag0_recurrent_tick_is_rollout_then_learn():
+def test_lag0_recurrent_tick_is_rollout_then_learn(optimized_chunks):
     """The scanned pipeline equals rollouts and updates called by hand, the memory
     handed from each rollout to the next, bitwise. The cell steps inside the one
     compiled chunk: no host callback."""
@@ -339,7 +339,7 @@ def _trained(name, overrides):
 
 
 @pytest.mark.slow
-def test_recurrent_ppo_learns_to_count_on_a_custom_env():
+def test_recurrent_ppo_learns_to_count_on_a_custom_env(optimized_chunks):
     """A custom env passed to `train` (ClockEnv: blank observations, reward 1 for the
     parity of the step, episodes of 3-6 steps, so 4.5 per episode at best): the recurrent
     policy counts, a memoryless one earns about half. The budget is twice the one at

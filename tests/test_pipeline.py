@@ -37,7 +37,7 @@ def _leaves(tree):
 
 
 @pytest.mark.slow
-def test_lag0_tick_is_rollout_then_learn():
+def test_lag0_tick_is_rollout_then_learn(optimized_chunks):
     """Synchronous PPO written out by hand equals the scanned pipeline, bitwise."""
     _agent, pipeline, state = _build(lag=0)
     final, metrics = jax.jit(pipeline.chunk(3))(state)
