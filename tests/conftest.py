@@ -29,7 +29,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import jaxrl_async  # noqa: E402,F401  (applies the project's XLA flags before JAX starts)
-from tests.helpers.cli import run_cli  # noqa: E402
+from tests.helpers.cli import USER_LEVEL, run_cli  # noqa: E402
 
 
 @pytest.fixture
@@ -38,33 +38,20 @@ def cli():
 
 
 @pytest.fixture
+def optimized_chunks(monkeypatch):
+    """Training chunks at XLA's default optimisation level, as a user's run compiles them,
+    for the tests that run more than they compile (learning): the suite's level compiles
+    faster and runs slower (TEST_XLA_FLAGS)."""
+    _add_chunk_options(monkeypatch, USER_LEVEL)
+
+
+@pytest.fixture
 def runtime_emitters(monkeypatch):
     """Training chunks compiled with XLA's default CPU fusion emitters and optimisation
     level, as a user's run compiles them, for the learning tests whose time is spent
     running them: the suite's older emitters (TEST_XLA_FLAGS) compile faster, these run
     faster."""
-    _add_chunk_options(monkeypatch, {"xla_cpu_use_fusion_emitters": True})
-
-
-# XLA options of the training chunks of a test that asks for neither fixture below: the
-# lowest optimisation level compiles a chunk faster and runs it slower, and most tests
-# compile more than they run (docs/development.md, "Tests").
-QUICK_CHUNKS = {"xla_backend_optimization_level": 0}
-
-
-@pytest.fixture(autouse=True)
-def _quick_chunks(request, monkeypatch):
-    if {"runtime_emitters", "optimized_chunks"} & set(request.fixturenames):
-        return
-    _add_chunk_options(monkeypatch, QUICK_CHUNKS)
-
-
-@pytest.fixture
-def optimized_chunks():
-    """Training chunks at XLA's default optimisation level, as a user's run compiles them,
-    for the tests that run more than they compile (learning) and those that compare a
-    chunk's bits with a program compiled otherwise: in a subprocess, by a module-scoped
-    fixture, or as separate programs."""
+    _add_chunk_options(monkeypatch, {"xla_cpu_use_fusion_emitters": True, **USER_LEVEL})
 
 
 def _add_chunk_options(monkeypatch, extra: dict) -> None:

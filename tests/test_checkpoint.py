@@ -185,7 +185,7 @@ jaxrl_async.train(config, run_dir=sys.argv[1])
 
 
 @pytest.mark.slow
-def test_a_crash_mid_save_leaves_the_previous_checkpoint(tmp_path, optimized_chunks):
+def test_a_crash_mid_save_leaves_the_previous_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.run(
         [

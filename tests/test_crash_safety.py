@@ -128,9 +128,7 @@ def _lines(path) -> int:
 
 
 @pytest.mark.slow
-def test_runs_killed_at_random_moments_resume_to_the_uninterrupted_state(
-    tmp_path, optimized_chunks
-):
+def test_runs_killed_at_random_moments_resume_to_the_uninterrupted_state(tmp_path):
     """SIGKILL at seeded random moments, in saves among them, then resume, three times a
     run: each resume succeeds and the run ends in the uninterrupted run's checkpoint,
     every array bitwise, and its metrics records."""

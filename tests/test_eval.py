@@ -202,7 +202,7 @@ def _numpy(x):
 
 
 @pytest.mark.slow
-def test_periodic_eval_logs_at_its_points_and_leaves_training_unchanged(eval_run, optimized_chunks):
+def test_periodic_eval_logs_at_its_points_and_leaves_training_unchanged(eval_run):
     plain = jaxrl_async.train(jaxrl_async.load_config("ppo_cartpole", SMALL))
     m = eval_run.metrics
     np.testing.assert_array_equal(m["env_steps"], [1024, 2048, 3072, 4096])

@@ -7,6 +7,7 @@ import pytest
 import jaxrl_async
 from jaxrl_async.build import build_pipeline
 from jaxrl_async.pipeline import compile_init
+from tests.helpers.cli import call_at_user_level
 from tests.helpers.learning import assert_learns
 
 SMALL = [
@@ -37,19 +38,20 @@ def _leaves(tree):
 
 
 @pytest.mark.slow
-def test_lag0_tick_is_rollout_then_learn(optimized_chunks):
-    """Synchronous PPO written out by hand equals the scanned pipeline, bitwise."""
+def test_lag0_tick_is_rollout_then_learn():
+    """Synchronous PPO written out by hand equals the scanned pipeline, bitwise (each
+    program compiled as a user's run compiles it)."""
     _agent, pipeline, state = _build(lag=0)
-    final, metrics = jax.jit(pipeline.chunk(3))(state)
+    final, metrics = call_at_user_level(pipeline.chunk(3), state)
 
     learner, env_state, obs, key = state.learner, state.env_state, state.obs, state.key
     losses = []
     for _ in range(3):
         key, rollout_key, learn_key = jax.random.split(key, 3)
-        env_state, obs, _, traj, _ = jax.jit(pipeline.rollout)(
-            learner.params, env_state, obs, None, rollout_key
+        env_state, obs, _, traj, _ = call_at_user_level(
+            pipeline.rollout, learner.params, env_state, obs, None, rollout_key
         )
-        learner, m = jax.jit(pipeline.learn)(learner, traj, learn_key)
+        learner, m = call_at_user_level(pipeline.learn, learner, traj, learn_key)
         losses.append(m["loss"])
     for a, b in zip(_leaves(final.learner), _leaves(learner)):
         np.testing.assert_array_equal(a, b)

@@ -119,7 +119,7 @@ def test_auc_is_the_mean_of_the_curve_over_env_steps():
 
 
 @pytest.mark.slow
-def test_a_resumed_sweep_equals_the_uninterrupted_one(swept, tmp_path, optimized_chunks):
+def test_a_resumed_sweep_equals_the_uninterrupted_one(swept, tmp_path):
     config, reference = swept
     sweep_dir = tmp_path / "s"
 

@@ -11,10 +11,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # XLA flags of every test process, its subprocesses included: XLA's older CPU fusion
-# emitters compile our programs about twice as fast, and the suite spends more time
-# compiling than running; the trainer keeps the default emitters for its training
-# programs, which run faster with them (docs/development.md, "Tests").
-TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
+# emitters and its lowest optimisation level compile our programs faster and run them
+# slower, and the suite spends more time compiling than running. Every program of a test
+# and of its subprocesses compiles alike, so their bits compare; a learning test compiles
+# its training chunks as a user's run does (docs/development.md, "Tests").
+TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
+
+# XLA's default optimisation level, which TEST_XLA_FLAGS lowers.
+USER_LEVEL = {"xla_backend_optimization_level": 3}
+
+
+def call_at_user_level(fn, *args):
+    """`jax.jit(fn)(*args)` compiled at XLA's default optimisation level, for a test that
+    compares its bits with a training chunk compiled as a user's run compiles it."""
+    import jax
+
+    return jax.jit(fn).lower(*args).compile(compiler_options=USER_LEVEL)(*args)
 
 
 def forced_devices_flags(devices: int) -> str:
