@@ -38,32 +38,63 @@ def cli():
 
 
 @pytest.fixture
-def optimized_chunks(monkeypatch):
-    """Training chunks at XLA's default optimisation level, as a user's run compiles them,
-    for the tests that run more than they compile (learning): the suite's level compiles
-    faster and runs slower (TEST_XLA_FLAGS)."""
-    _add_chunk_options(monkeypatch, USER_LEVEL)
+def optimized_programs(monkeypatch):
+    """Every program the test compiles in-process at XLA's default optimisation level, as
+    a user's run compiles it, for the tests that run more than they compile (learning,
+    long scans): the suite's level compiles faster and runs slower (TEST_XLA_FLAGS)."""
+    _add_options(monkeypatch, USER_LEVEL)
 
 
 @pytest.fixture
 def runtime_emitters(monkeypatch):
-    """Training chunks compiled with XLA's default CPU fusion emitters and optimisation
-    level, as a user's run compiles them, for the learning tests whose time is spent
-    running them: the suite's older emitters (TEST_XLA_FLAGS) compile faster, these run
-    faster."""
-    _add_chunk_options(monkeypatch, {"xla_cpu_use_fusion_emitters": True, **USER_LEVEL})
+    """`optimized_programs`, and the training chunks compiled with XLA's default CPU
+    fusion emitters too, for the learning tests whose time is spent running them: the
+    suite's older emitters (TEST_XLA_FLAGS) compile faster, these run faster."""
+    _add_options(monkeypatch, USER_LEVEL, chunk={"xla_cpu_use_fusion_emitters": True})
 
 
-def _add_chunk_options(monkeypatch, extra: dict) -> None:
-    from jaxrl_async import pipeline, split, trainer
+# The host runs' modules that jit programs.
+HOST_MODULES = ("actor", "evaluate", "executor", "replay_learner", "run")
+
+
+def _add_options(monkeypatch, extra: dict, chunk: dict | None = None) -> None:
+    """XLA options `extra` on the programs jaxrl_async jits outside a trace (a jit's own
+    options win) and on its training chunks (`compile_chunk`), with `chunk` on the chunks
+    alone. Libraries' own jits (optax's, the envs') keep the suite's flags."""
+    import importlib
+    import sys
+    import types
+
+    import jax
+    from jax._src.core import trace_state_clean
+
+    from jaxrl_async import pipeline
+
+    for name in HOST_MODULES:  # imported when a run starts: patched before then
+        importlib.import_module(f"jaxrl_async.host.{name}")
 
     compile_chunk = pipeline.compile_chunk
 
-    def with_options(chunk, state, options=None):
-        return compile_chunk(chunk, state, {**(options or {}), **extra})
+    def jit_with_options(fun, /, **kwargs):
+        if trace_state_clean():  # XLA takes options only for the program it compiles
+            kwargs["compiler_options"] = {**extra, **(kwargs.get("compiler_options") or {})}
+        return jax.jit(fun, **kwargs)
 
-    for module in (pipeline, split, trainer):
-        monkeypatch.setattr(module, "compile_chunk", with_options)
+    def chunk_with_options(fn, state, options=None):
+        return compile_chunk(fn, state, {**(options or {}), **extra, **(chunk or {})})
+
+    class Jax(types.ModuleType):  # `jax` as jaxrl_async's modules see it: jit with options
+        jit = staticmethod(jit_with_options)
+
+        def __getattr__(self, name):
+            return getattr(jax, name)
+
+    ours = Jax("jax")
+    for name, module in list(sys.modules.items()):
+        if name.startswith("jaxrl_async") and getattr(module, "jax", None) is jax:
+            monkeypatch.setattr(module, "jax", ours)
+        if name.startswith("jaxrl_async") and hasattr(module, "compile_chunk"):
+            monkeypatch.setattr(module, "compile_chunk", chunk_with_options)
 
 
 # The files with the longest runs (forced-device subprocesses, learning over seeds), longest

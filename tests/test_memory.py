@@ -339,7 +339,7 @@ def _trained(name, overrides):
 
 
 @pytest.mark.slow
-def test_recurrent_ppo_learns_to_count_on_a_custom_env(optimized_chunks):
+def test_recurrent_ppo_learns_to_count_on_a_custom_env(optimized_programs):
     """A custom env passed to `train` (ClockEnv: blank observations, reward 1 for the
     parity of the step, episodes of 3-6 steps, so 4.5 per episode at best): the recurrent
     policy counts, a memoryless one earns about half. The budget is twice the one at

@@ -46,7 +46,7 @@ def test_ppo_solves_cartpole(runtime_emitters, prng="philox4x32"):
 
 
 @pytest.mark.slow
-def test_trains_custom_env_to_its_optimum(optimized_chunks, prng="threefry2x32"):
+def test_trains_custom_env_to_its_optimum(optimized_programs, prng="threefry2x32"):
     """PPO on the MatchContext probe env (optimum 8): 7 of 8 seeds and the median reach 97%.
     The budget is twice the one at which seeds end too close to the threshold.
     """
