@@ -30,10 +30,12 @@ def classic():
     env, params = suites.make("craftax:Craftax-Classic-Symbolic-v1", max_timesteps=LIMIT)
     # philox4x32: the PRNG a one-device run hands the env (`train.prng=auto`).
     keys = jax.random.split(jax.random.key(7, impl="philox4x32"), len(ACTIONS) + 1)
-    obs, state = env.reset(keys[0], params)
+    # Jitted: one program each compiles faster than Craftax's step op by op.
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    obs, state = reset(keys[0], params)
     first, rows = np.asarray(obs), []
     for key, action in zip(keys[1:], ACTIONS):
-        obs, state, reward, terminated, truncated, info = env.step(
+        obs, state, reward, terminated, truncated, info = step(
             key, state, jnp.int32(action), params
         )
         rows.append((obs, reward, terminated, truncated, info["final_observation"]))
