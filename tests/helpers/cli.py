@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # emitters and its lowest optimisation level compile our programs faster and run them
 # slower, and the suite spends more time compiling than running. Every program of a test
 # and of its subprocesses compiles alike, so their bits compare; a learning test compiles
-# its training chunks as a user's run does (docs/development.md, "Tests").
+# its programs as a user's run does (docs/development.md, "Tests").
 TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
 
 # XLA's default optimisation level, which TEST_XLA_FLAGS lowers.
@@ -22,8 +22,9 @@ USER_LEVEL = {"xla_backend_optimization_level": 3}
 
 
 def call_at_user_level(fn, *args):
-    """`jax.jit(fn)(*args)` compiled at XLA's default optimisation level, for a test that
-    compares its bits with a training chunk compiled as a user's run compiles it."""
+    """`jax.jit(fn)(*args)` compiled at XLA's default optimisation level, as a user's run
+    compiles it: for a test that compares its bits with a training chunk compiled so, or
+    that runs a long program."""
     import jax
 
     return jax.jit(fn).lower(*args).compile(compiler_options=USER_LEVEL)(*args)
