@@ -18,7 +18,7 @@ from jaxrl_async.networks import RecurrentActorCritic
 from jaxrl_async.pipeline import PipelineShape, make_pipeline
 from jaxrl_async.sharding import AXIS
 from jaxrl_async.types import BuildContext
-from tests.helpers.cli import call_at_user_level, run_cli_in_process
+from tests.helpers.cli import USER_LEVEL, call_at_user_level, run_cli_in_process
 from tests.helpers.learning import assert_learns, seed_returns
 from tests.helpers.probe_envs import ClockEnv, WalkEnv, counting_agent
 
@@ -214,9 +214,9 @@ def test_lag0_recurrent_tick_is_rollout_then_learn():
     config = jaxrl_async.load_config("ppo_cartpole", GRU)
     pipeline, _agent = build_pipeline(config)
     state = jax.jit(pipeline.init)(KEY)
-    chunk = jax.jit(pipeline.chunk(3))
-    assert "callback" not in chunk.lower(state).as_text()
-    final, metrics = call_at_user_level(pipeline.chunk(3), state)
+    lowered = jax.jit(pipeline.chunk(3)).lower(state)
+    assert "callback" not in lowered.as_text()
+    final, metrics = lowered.compile(compiler_options=USER_LEVEL)(state)
 
     learner, env_state, obs, memory, key = (
         state.learner,
