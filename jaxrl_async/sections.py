@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import re
 from typing import Any
 
@@ -15,6 +16,8 @@ REPLAY_KINDS = ("prioritized", "uniform")
 EVAL_MODES = ("greedy", "sample")
 PRNG_IMPLS = ("auto", "philox4x32", "threefry2x32", "rbg", "unsafe_rbg")
 WANDB_MODES = ("online", "offline", "disabled")
+# What W&B itself takes in WANDB_MODE: ours and its aliases.
+WANDB_ENV_MODES = (*WANDB_MODES, "shared", "dryrun", "run")
 NAN_POLICIES = ("stop", "warn")
 # Prefixes of env names stepped on the host by actor threads (`jaxrl_async/host/`).
 HOST_SUITES = ("gymnasium", "envpool")
@@ -227,24 +230,32 @@ class LoggerConfig:
     Weights & Biases (`pip install 'jaxrl_async[wandb]'`, `tracking.py`): one W&B run per
     run directory (per point of a sweep), with the resolved config, every log record at its
     env step and the summary; its id is kept in RUN_DIR/wandb.json, so a resume continues it.
+    A key left empty is W&B's to decide, through its own environment variable (WANDB_MODE,
+    WANDB_PROJECT, ...); a key set here wins over the variable (`tracking.wandb_init_args`).
     """
 
     wandb: bool = False
-    wandb_project: str = "jaxrl_async"
-    wandb_entity: str = ""  # "": the account's default entity
-    wandb_group: str = ""  # "": the config's name (a sweep's points: the sweep directory's)
-    wandb_tags: tuple[str, ...] = ()
-    wandb_mode: str = "online"  # or "offline" (synced later: `wandb sync`), "disabled"
+    wandb_project: str = ""  # "": WANDB_PROJECT, else "jaxrl_async"
+    wandb_entity: str = ""  # "": WANDB_ENTITY, else the account's default entity
+    wandb_group: str = ""  # "": WANDB_RUN_GROUP, else the config's name (a sweep's: its dir's)
+    wandb_tags: tuple[str, ...] = ()  # (): WANDB_TAGS (comma-separated), else none
+    wandb_mode: str = ""  # "": WANDB_MODE, else "online"; or "offline" (`wandb sync`), "disabled"
 
     def __post_init__(self):
         require(
-            self.wandb_mode in WANDB_MODES,
+            self.wandb_mode in ("", *WANDB_MODES),
             "logger.wandb_mode",
             self.wandb_mode,
-            "online, offline or disabled",
+            "online, offline or disabled (empty: WANDB_MODE decides)",
         )
         if self.wandb and not installed("wandb"):
             raise ConfigError("logger.wandb=true needs wandb: pip install 'jaxrl_async[wandb]'")
+        env_mode = os.environ.get("WANDB_MODE", "")
+        if self.wandb and not self.wandb_mode and env_mode not in ("", *WANDB_ENV_MODES):
+            raise ConfigError(
+                f"WANDB_MODE must be one of {', '.join(WANDB_ENV_MODES)} "
+                f"(or logger.wandb_mode set), got {env_mode!r}"
+            )
 
 
 def installed(module: str) -> bool:

@@ -8,9 +8,13 @@ summary and ends the W&B run; a session that fails ends it at exit, marked faile
 
 The W&B run id is kept in RUN_DIR/wandb.json, so a resumed run continues the same W&B
 run (the records between its last checkpoint and the interruption are logged again).
-Runs are grouped by `logger.wandb_group`, by default the config's name, or for a sweep's
-points the sweep directory's name. W&B's files go to RUN_DIR/wandb/ unless WANDB_DIR says
-otherwise (`wandb sync RUN_DIR/wandb/offline-run-*` uploads an offline run).
+
+W&B users set its environment variables (WANDB_MODE=offline above all), so a `logger.*`
+key left empty leaves its setting to W&B's variable, and a key set in the config wins over
+the variable (`wandb_init_args`). With neither, runs go online to project "jaxrl_async",
+grouped by the config's name, or for a sweep's points the sweep directory's name. W&B's
+files go to RUN_DIR/wandb/ unless WANDB_DIR says otherwise (`wandb sync
+RUN_DIR/wandb/offline-run-*` uploads an offline run).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
@@ -29,6 +34,8 @@ from jaxrl_async.errors import UserError
 from jaxrl_async.sections import LoggerConfig
 
 ID_FILE = "wandb.json"
+DEFAULT_PROJECT = "jaxrl_async"
+DEFAULT_MODE = "online"
 
 # The W&B runs this process has open, by run directory, until their summary.json.
 _OPEN: dict[Path, WandbRun] = {}
@@ -45,6 +52,30 @@ def _run_id(run_dir: Path) -> str:
         return run_id
 
 
+def _tags(value: str) -> list[str]:
+    """WANDB_TAGS as W&B reads it: comma-separated, blanks dropped."""
+    return [tag.strip() for tag in value.split(",") if tag.strip()]
+
+
+def wandb_init_args(
+    logger: LoggerConfig, group: str, environ: Mapping[str, str] = os.environ
+) -> dict[str, Any]:
+    """`wandb.init`'s project, entity, group, tags and mode: each from its `logger.*` key
+    where the config sets it, else from W&B's own variable (WANDB_PROJECT, WANDB_ENTITY,
+    WANDB_RUN_GROUP, WANDB_TAGS, WANDB_MODE), else the project's default (None: W&B's)."""
+
+    def env(name: str) -> str | None:
+        return environ.get(name) or None
+
+    return {
+        "project": logger.wandb_project or env("WANDB_PROJECT") or DEFAULT_PROJECT,
+        "entity": logger.wandb_entity or env("WANDB_ENTITY"),
+        "group": logger.wandb_group or env("WANDB_RUN_GROUP") or group,
+        "tags": list(logger.wandb_tags) or _tags(environ.get("WANDB_TAGS", "")) or None,
+        "mode": logger.wandb_mode or env("WANDB_MODE") or DEFAULT_MODE,
+    }
+
+
 class WandbRun:
     """The W&B run of one run directory, as a log sink."""
 
@@ -58,11 +89,7 @@ class WandbRun:
             config = None
         try:
             self._run = wandb.init(
-                project=logger.wandb_project,
-                entity=logger.wandb_entity or None,
-                group=logger.wandb_group or group,
-                tags=list(logger.wandb_tags) or None,
-                mode=cast(Any, logger.wandb_mode),  # checked by LoggerConfig
+                **wandb_init_args(logger, group),
                 id=_run_id(run_dir),
                 resume="allow",
                 name=run_dir.name,

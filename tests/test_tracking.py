@@ -19,7 +19,8 @@ from tests.helpers.wandb_files import offline_runs, read_run
 
 pytest.importorskip("wandb")
 
-OFFLINE = ["logger.wandb=true", "logger.wandb_mode=offline"]
+# Offline through W&B's own WANDB_MODE (the `offline` fixture), as its users run it.
+OFFLINE = ["logger.wandb=true"]
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +54,8 @@ def test_a_run_uploads_its_config_records_at_their_env_steps_and_summary(tmp_pat
     assert run["id"] == json.loads((run_dir / tracking.ID_FILE).read_text())["id"]
     assert (run["group"], run["name"], run["tags"]) == ("g", "run", ["a", "b"])
     assert run["config"]["agent"]["learning_rate"] == config.agent.learning_rate
-    assert run["config"]["logger"]["wandb_mode"] == "offline"
+    assert run["config"]["logger"]["wandb_mode"] == ""  # left to WANDB_MODE
+    assert run["project"] == tracking.DEFAULT_PROJECT
     assert [h["env_steps"] for h in run["history"]] == [128, 256, 384]
     assert [h.get("episode_return") for h in run["history"]] == [11.0, None, 13.0]
     assert [h["loss"] for h in run["history"]] == [0.5, 0.25, 0.5 / 3]
@@ -81,9 +83,111 @@ def test_missing_wandb_is_one_line_and_exit_2(tmp_path, monkeypatch):
     assert not (tmp_path / "run").exists()
 
 
-def test_an_unknown_mode_is_a_config_error():
+def test_an_unknown_mode_is_a_config_error(monkeypatch):
     with pytest.raises(ConfigError, match=r"logger\.wandb_mode"):
         load_config("ppo_cartpole", ["logger.wandb_mode=sometimes"])
+    monkeypatch.setenv("WANDB_MODE", "sometimes")
+    with pytest.raises(ConfigError, match=r"WANDB_MODE must be one of .*got 'sometimes'"):
+        load_config("ppo_cartpole", ["logger.wandb=true"])
+    # A mode set in the config makes the variable irrelevant.
+    assert load_config("ppo_cartpole", [*OFFLINE, "logger.wandb_mode=offline"])
+
+
+W_AND_B_VARIABLES = {
+    "WANDB_PROJECT": "env-project",
+    "WANDB_ENTITY": "env-entity",
+    "WANDB_RUN_GROUP": "env-group",
+    "WANDB_TAGS": "env-a, env-b",
+    "WANDB_MODE": "disabled",
+}
+CONFIG_KEYS = {
+    "logger.wandb_project": ("config-project", "project"),
+    "logger.wandb_entity": ("config-entity", "entity"),
+    "logger.wandb_group": ("config-group", "group"),
+    "logger.wandb_tags": ("[config-a]", "tags"),
+    "logger.wandb_mode": ("offline", "mode"),
+}
+
+
+def test_unset_keys_are_w_and_b_s_variables_and_set_keys_win():
+    def args(overrides=(), environ=None):
+        logger = load_config("ppo_cartpole", list(overrides)).logger
+        return tracking.wandb_init_args(logger, "the-config", environ or {})
+
+    # Neither: the project's defaults, and W&B's own (None) for entity and tags.
+    assert args() == {
+        "project": "jaxrl_async",
+        "entity": None,
+        "group": "the-config",
+        "tags": None,
+        "mode": "online",
+    }
+    # Only the variables: each decides its setting.
+    assert args(environ=W_AND_B_VARIABLES) == {
+        "project": "env-project",
+        "entity": "env-entity",
+        "group": "env-group",
+        "tags": ["env-a", "env-b"],
+        "mode": "disabled",
+    }
+    # Each key set in the config wins over its variable, and leaves the others to theirs.
+    for key, (value, arg) in CONFIG_KEYS.items():
+        resolved = args([f"{key}={value}"], W_AND_B_VARIABLES)
+        expected = args(environ=W_AND_B_VARIABLES)
+        expected[arg] = ["config-a"] if arg == "tags" else value
+        assert resolved == expected, key
+
+
+def test_an_offline_run_driven_by_w_and_b_s_variables_alone(tmp_path, offline, monkeypatch):
+    for name, value in {**W_AND_B_VARIABLES, "WANDB_MODE": "offline"}.items():
+        monkeypatch.setenv(name, value)
+    config, run_dir = _run_dir(tmp_path)
+    tracking.WandbRun(config.logger, run_dir, group="the-config")({"env_steps": 8, "loss": 1.0})
+    tracking.finish(run_dir, {"env_steps": 8})
+    (path,) = offline_runs(offline)
+    run = read_run(path)
+    assert (run["project"], run["entity"]) == ("env-project", "env-entity")
+    assert (run["group"], run["tags"]) == ("env-group", ["env-a", "env-b"])
+
+
+def test_config_keys_win_over_w_and_b_s_variables(tmp_path, offline, monkeypatch):
+    # WANDB_MODE=disabled would write nothing: the offline run file is logger.wandb_mode's.
+    for name, value in W_AND_B_VARIABLES.items():
+        monkeypatch.setenv(name, value)
+    overrides = [f"{key}={value}" for key, (value, _) in CONFIG_KEYS.items()]
+    config, run_dir = _run_dir(tmp_path, overrides=overrides)
+    tracking.WandbRun(config.logger, run_dir, group="the-config")({"env_steps": 8, "loss": 1.0})
+    tracking.finish(run_dir, {"env_steps": 8})
+    (path,) = offline_runs(offline)
+    run = read_run(path)
+    assert (run["project"], run["entity"]) == ("config-project", "config-entity")
+    assert (run["group"], run["tags"]) == ("config-group", ["config-a"])
+
+
+def test_the_command_line_runs_offline_under_wandb_mode(tmp_path, offline):
+    """`WANDB_MODE=offline jaxrl-async train CONFIG logger.wandb=true`, as W&B users run it."""
+    run_dir = tmp_path / "run"
+    code, err = run_cli_in_process(
+        "train", "ppo_cartpole", *PPO_SMALL, *OFFLINE, "--run-dir", str(run_dir), cwd=tmp_path
+    )
+    assert code == 0, err
+    (path,) = offline_runs(offline)
+    run = read_run(path)
+    assert run["group"] == "ppo_cartpole" and run["name"] == "run"
+    assert (
+        run["summary"]["env_steps"]
+        == json.loads((run_dir / "summary.json").read_text())["env_steps"]
+    )
+
+
+def test_a_bad_wandb_mode_variable_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "sometimes")
+    code, err = run_cli_in_process(
+        "train", "ppo_cartpole", *OFFLINE, "--run-dir", str(tmp_path / "run"), cwd=tmp_path
+    )
+    assert code == 2
+    assert err.strip().count("\n") == 0 and "WANDB_MODE" in err
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow  # trains and resumes a small run of 3 seeds

@@ -213,9 +213,7 @@ def test_wandb_sink_logs_the_gif_at_its_env_step(tmp_path, monkeypatch):
     from tests.helpers.wandb_files import offline, offline_runs, read_run
 
     offline(monkeypatch, tmp_path / "wandb")
-    config = jaxrl_async.load_config(
-        "ppo_cartpole", ["logger.wandb=true", "logger.wandb_mode=offline"]
-    )
+    config = jaxrl_async.load_config("ppo_cartpole", ["logger.wandb=true"])
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.yaml").write_text(config.to_yaml())
     sink = tracking.WandbRun(config.logger, tmp_path / "run", group="g")

@@ -66,7 +66,8 @@ def _items(items) -> dict:
 
 
 def read_run(path: Path) -> dict:
-    """{"id", "group", "name", "config", "history" (logged dicts in order), "summary"} of
+    """{"id", "group", "name", "tags", "project", "entity", "config", "history" (logged
+    dicts in order), "summary"} of
     one offline run file; the summary holds the keys set explicitly, not W&B's own."""
     run: dict = {"history": [], "summary": {}}
     for record in records(path):
@@ -74,6 +75,7 @@ def read_run(path: Path) -> dict:
         if kind == "run":
             r = record.run
             run.update(id=r.run_id, group=r.run_group, name=r.display_name, tags=list(r.tags))
+            run.update(project=r.project, entity=r.entity)
             run["config"] = {
                 k: v for k, v in _items(r.config.update).items() if not k.startswith("_")
             }
