@@ -9,7 +9,11 @@ def _eval(args) -> int:
         from jaxrl_async.video import record_video
 
         r = record_video(args.run_dir, args.video, args.episodes, args.mode, args.seed)
-        print(f"video: {r['video']} ({r['episodes']} episodes, {r['frames']:,} frames)")
+        shown = r["video_episodes"]
+        print(
+            f"video: {r['video']} ({shown} episode{'s' if shown > 1 else ''} of "
+            f"{r['episodes']} evaluated, {r['frames']:,} frames)"
+        )
     else:
         from jaxrl_async.evaluate import evaluate_run
 
@@ -35,7 +39,7 @@ def add_eval(sub) -> None:
     p.add_argument(
         "--video",
         metavar="PATH",
-        help="also render the evaluation's episodes to PATH (.gif or .mp4; "
-        "docs/operations.md#videos)",
+        help="also render the evaluation's first episode to PATH (.gif or .mp4), or with "
+        "--episodes N all N (docs/operations.md#videos)",
     )
     p.set_defaults(func=_eval)

@@ -21,7 +21,7 @@ from jaxrl_async.video import record_video
 from jaxrl_async.video.record import frames_of, make_recorder, record_episodes
 from jaxrl_async.video.renderers import renderer_for
 from jaxrl_async.video.writer import check_video_path
-from tests.helpers.cli import run_cli_in_process, subprocess_env
+from tests.helpers.cli import run_cli_in_process, run_cli_with_output, subprocess_env
 from tests.helpers.configs import PPO_SMALL
 from tests.helpers.tb_events import summaries
 
@@ -153,6 +153,21 @@ def test_eval_video_writes_gif_and_mp4_of_the_evaluation(cartpole_run, tmp_path)
     assert not list(tmp_path.glob(".*partial*"))
 
 
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # imageio's ffmpeg reader
+def test_eval_video_without_episodes_shows_the_first_of_the_runs_evaluation(cartpole_run, tmp_path):
+    code, out, err = run_cli_with_output(
+        "eval", str(cartpole_run), "--video", str(tmp_path / "one.mp4"), cwd=tmp_path
+    )
+    assert code == 0, err
+    result = json.loads((cartpole_run / "eval.json").read_text())
+    run_episodes = jaxrl_async.load_config("ppo_cartpole", PPO_SMALL).eval.episodes
+    assert result["episodes"] == run_episodes > 1  # the evaluation is the run's own
+    frames = result["lengths"][0]  # the video: its first episode alone
+    assert iio.imread(tmp_path / "one.mp4").shape[0] == frames
+    assert f"(1 episode of {run_episodes} evaluated, {frames:,} frames)" in out
+
+
 def test_eval_video_refuses_a_bad_path_in_one_line_before_reading_the_run(tmp_path):
     code, err = run_cli_in_process("eval", "no-such-run", "--video", "out.avi", cwd=tmp_path)
     assert code == 2 and err.count("\n") == 1 and ".gif or .mp4" in err, err
@@ -182,6 +197,10 @@ def test_host_env_video_is_gymnasiums_frames_of_the_evaluation(tmp_path):
     assert frames.shape[0] == result["frames"] and frames.shape[-1] == 3
     first = frames[: result["lengths"][0]]
     assert len({f.tobytes() for f in first}) > 1
+    one = record_video(tmp_path / "run", tmp_path / "one.mp4")  # the first episode only
+    assert one["video_episodes"] == 1 and one["frames"] == one["lengths"][0]
+    assert one["episodes"] == config.eval.episodes
+    assert iio.imread(tmp_path / "one.mp4").shape[0] == one["frames"]
 
 
 def test_eval_video_needs_periodic_evaluation():

@@ -1,5 +1,7 @@
-"""`jaxrl-async eval RUN_DIR --video PATH`: the latest checkpoint's evaluation episodes
-as a GIF or MP4, one episode after another, plus the evaluation's RUN_DIR/eval.json."""
+"""`jaxrl-async eval RUN_DIR --video PATH`: the latest checkpoint's evaluation, its first
+episode as a GIF or MP4 (as other trainers' video recorders give one episode), or with
+`--episodes N` every one of the N, one after another; plus the evaluation's
+RUN_DIR/eval.json."""
 
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ def record_video(
 ) -> dict:
     """Evaluate the run's latest checkpoint as `evaluate.evaluate_run` does (the same
     numbers, also written to RUN_DIR/eval.json) and write its episodes to `path` (.gif or
-    .mp4). The result adds "video" (the path) and "frames" (one per episode step).
+    .mp4): the first episode when `episodes` is None (the evaluation still runs the run's
+    eval.episodes), else all of them. The result adds "video" (the path),
+    "video_episodes" and "frames" (one per episode step).
     A path of another format, a missing imageio and an env that cannot be rendered are
     one-line UserErrors, raised before anything is evaluated."""
     path = check_video_path(path)
@@ -35,10 +39,11 @@ def record_video(
     eval_config = eval_settings(config.eval, episodes, mode)
     config = dataclasses.replace(config, eval=eval_config)
     seed = config.train.seed if seed is None else seed
+    shown = 1 if episodes is None else eval_config.episodes
     if env is None and config.env.host:
         from jaxrl_async.video.host import record_host_run
 
-        step, returns, lengths, frames, fps = record_host_run(run_dir, config, seed)
+        step, returns, lengths, frames, fps = record_host_run(run_dir, config, seed, shown)
     else:
         from jaxrl_async.video.record import record_run
 
@@ -46,9 +51,9 @@ def record_video(
             return renderer_for(config.env.name, env, env_params)
 
         step, returns, lengths, frames, fps = record_run(
-            run_dir, config, seed, render, env, env_params
+            run_dir, config, seed, render, shown, env, env_params
         )
     count = write_video(path, frames, fps)
     result = eval_result(run_dir, step, eval_config, seed, (returns, lengths))
     (run_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
-    return {**result, "video": str(path), "frames": count}
+    return {**result, "video": str(path), "video_episodes": shown, "frames": count}

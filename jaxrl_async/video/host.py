@@ -18,8 +18,9 @@ from jaxrl_async.video.renderers import quiet_pygame
 FPS = 30.0
 
 
-def record_host_run(run_dir: Path, config: Config, seed: int):
-    """(step, returns [N], lengths [N], frames, fps) of the run's latest checkpoint."""
+def record_host_run(run_dir: Path, config: Config, seed: int, shown: int):
+    """(step, returns [N], lengths [N], frames, fps) of the run's latest checkpoint, the
+    frames those of the first `shown` episodes."""
     from jaxrl_async.host.evaluate import evaluate_host
 
     with contextlib.suppress(ImportError):  # an env that draws without pygame needs none
@@ -38,5 +39,5 @@ def record_host_run(run_dir: Path, config: Config, seed: int):
             episodes[i].append(np.asarray(shown[i]))
 
     step, returns, lengths = evaluate_host(config, run_dir, seed, watch=watch)
-    frames = (frame for episode in episodes for frame in episode)
+    frames = (frame for episode in episodes[:shown] for frame in episode)
     return step, returns, lengths, frames, FPS

@@ -111,10 +111,11 @@ def frames_of(renderer: Renderer, selections: list) -> Iterator[np.ndarray]:
             yield renderer.draw(jax.tree.map(lambda x, t=t: x[t], episode))
 
 
-def record_run(run_dir: Path, config, seed: int, render, env=None, env_params=None):
-    """(step, returns [N], lengths [N], frames) of a JAX-env run's latest checkpoint
+def record_run(run_dir: Path, config, seed: int, render, shown: int, env=None, env_params=None):
+    """(step, returns [N], lengths [N], frames, fps) of a JAX-env run's latest checkpoint
     evaluated as `config.eval` says (the run's config with the eval's settings) with
-    keys of `seed`; `render(env, env_params) -> Renderer` is asked before anything runs."""
+    keys of `seed`, the frames those of the first `shown` episodes;
+    `render(env, env_params) -> Renderer` is asked before anything runs."""
     from jaxrl_async.checkpoint_run import restore_run
 
     env, env_params = envs_lib.resolve(config.env, env, env_params)
@@ -123,5 +124,5 @@ def record_run(run_dir: Path, config, seed: int, render, env=None, env_params=No
     parts = eval_parts(agent, env, env_params, config.eval, config.env.normalize_obs)
     recorder = make_recorder(parts, renderer.select)
     args = eval_args(state, step, seed, config.prng_impl)
-    returns, lengths, selections = record_episodes(recorder, args)
+    returns, lengths, selections = record_episodes(recorder, args, keep=shown)
     return step, returns, lengths, frames_of(renderer, selections), renderer.fps

@@ -61,13 +61,19 @@ def run_cli_in_process(*args, cwd):
     """`jaxrl_async.cli.main(args)` in this process, in `cwd`: (exit code, stderr). The same
     code as the command without a fresh interpreter; the signal handlers and working
     directory it changes are put back."""
+    code, _, err = run_cli_with_output(*args, cwd=cwd)
+    return code, err
+
+
+def run_cli_with_output(*args, cwd):
+    """`run_cli_in_process`, keeping what the command printed: (exit code, stdout, stderr)."""
     from jaxrl_async import cli
 
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    before, err = os.getcwd(), io.StringIO()
+    before, out, err = os.getcwd(), io.StringIO(), io.StringIO()
     try:
         os.chdir(cwd)
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
             try:
                 code = cli.main(list(args))
             except SystemExit as e:  # argparse's own errors
@@ -76,4 +82,4 @@ def run_cli_in_process(*args, cwd):
         os.chdir(before)
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
-    return code, err.getvalue()
+    return code, out.getvalue(), err.getvalue()
