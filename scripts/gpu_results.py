@@ -16,6 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from provenance import shown_command  # beside this script in scripts/
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -43,7 +45,7 @@ def _row(item: dict) -> str:
         compile_s, final = result.get("compile_seconds"), result.get("final_return")
         final = _cell(final, "{:.1f}")
     return (
-        f"| {item['name']} | `{item['command']}` | {status.replace('|', '/')} | "
+        f"| {item['name']} | `{shown_command(item['command'])}` | {status.replace('|', '/')} | "
         f"{_cell(steps, '{:,}')} | {_cell(sps, '{:,.0f}')} | {_cell(compile_s, '{:.1f}')} | "
         f"{_cell(item.get('seconds'), '{:.0f}')} | {final} |"
     )
@@ -60,7 +62,7 @@ def gpu_section(path: Path) -> str:
         "",
         "## GPU check",
         "",
-        f"`{data['command']}` at commit {data['commit']} on {data['machine']}, "
+        f"`{shown_command(data['command'])}` at commit {data['commit']} on {data['machine']}, "
         f"{data['date']}; jax {jax_info.get('jax', '-')}, devices: {devices}"
         + (" (tiny budgets: a dry run)" if data.get("tiny") else "")
         + ". Each item ran in its own process under its own timeout; **SPS**: env steps per "

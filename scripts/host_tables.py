@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import performance  # beside this script in scripts/
+from provenance import shown_command
 
 SECTION = "Host environments"
 
@@ -77,15 +78,6 @@ def baseline_rows(result: dict) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return columns, rows
-
-
-def shown_command(command: str) -> str:
-    """The benchmark's command without its `--json PATH` (where it wrote, not what ran)."""
-    words = command.split()
-    if "--json" in words:
-        at = words.index("--json")
-        words = words[:at] + words[at + 2 :]
-    return " ".join(words)
 
 
 def put(tables: list[dict], table: dict) -> list[dict]:

@@ -19,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+from provenance import shown_command  # beside this script in scripts/
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "docs" / "performance.json"
 PAGE = ROOT / "docs" / "performance.md"
@@ -65,7 +67,8 @@ def render(tables: list[dict]) -> str:
         lines += [f"## {section}", ""]
         for table in members:
             heading = (
-                f"`{table['command']}` at `{table['commit']}`, {table['machine']}, {table['date']}."
+                f"`{shown_command(table['command'])}` at `{table['commit']}`, "
+                f"{table['machine']}, {table['date']}."
             )
             lines += [f"### {table['title']}", "", heading, ""]
             if table.get("note"):

@@ -32,6 +32,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from provenance import shown_command  # beside this script in scripts/
+
 # Results describe the training as shipped: cold compiles, no progress bar on stdout.
 BASE_OVERRIDES = ("train.compile_cache=false", "train.progress=false")
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "gymnax", "numpy")
@@ -206,7 +208,8 @@ def render(rows: dict[str, dict]) -> str:
     ordered = [rows[name] for name in sorted(rows)]
     batches: dict[tuple, list[str]] = {}
     for row in ordered:
-        key = (row["date"], row["command"], row["machine"], json.dumps(row["versions"]))
+        command = shown_command(row["command"])
+        key = (row["date"], command, row["machine"], json.dumps(row["versions"]))
         batches.setdefault(key, []).append(row["config"])
     total = sum(sum(row["wall_seconds"]) for row in ordered)
     lines = [
@@ -352,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = json.loads((out / "results.json").read_text())["rows"]
     batch = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python scripts/results.py" + ("" if not argv else " " + shlex.join(argv)),
+        "command": shown_command(shlex.join(["python", "scripts/results.py", *argv])),
         "machine": machine(),
         "versions": versions(),
     }

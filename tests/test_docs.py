@@ -265,3 +265,31 @@ def test_help_speaks_to_a_user_and_its_examples_work():
     assert len(examples) >= 3
     for line in examples:
         _check_command("jaxrl-async --help", line)
+
+
+# An absolute path as a command's word: a slash after a space, a quote, `=` or a backtick.
+ABSOLUTE_PATH = re.compile(r"(?:^|[\s`'\"=(])(/[\w.-]+(?:/[\w.-]+)+)")
+
+
+@pytest.mark.parametrize(
+    "page", ["RESULTS.md", "results.json", "performance.md", "performance.json"]
+)
+def test_generated_pages_show_no_machine_local_path(page):
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    found = ABSOLUTE_PATH.findall(text)
+    assert not found, f"docs/{page} shows paths of the machine that made it: {found[:3]}"
+
+
+def test_a_shown_command_is_runnable_from_the_repository_root():
+    from provenance import shown_command
+
+    assert ABSOLUTE_PATH.findall("x --out /work/exp/a") == ["/work/exp/a"]  # the check bites
+    command = (
+        f"python scripts/results.py --seeds 3 --out /work/exp/a --runs=/tmp/r --json {ROOT}/b.json"
+    )
+    # Scratch outputs elsewhere are dropped; one inside the repository is made relative.
+    assert shown_command(command) == "python scripts/results.py --seeds 3 --json b.json"
+    assert shown_command(f"x --config={ROOT}/c.yaml {ROOT}") == "x --config=c.yaml ."
+    # Counts and prose stay word for word; a path that is no output is left for the check.
+    kept = "bench.py --runs 3 (and --envs 64), rounds --cache /opt/c"
+    assert shown_command(kept) == kept

@@ -106,7 +106,9 @@ def test_results_script_writes_table_curves_and_merges_rows(tmp_path):
         digits = len(text.split(".")[1]) if "." in text else 0
         assert abs(float(text) - value) <= 0.5 * 10**-digits + 1e-9, (text, value)
     assert "| `zz_earlier` |" in table  # merged, not replaced
-    assert "python scripts/results.py --configs ppo_cartpole" in table
+    assert "python scripts/results.py --configs ppo_cartpole --seeds 2 --override" in table
+    # --out and --runs were scratch directories of this machine: the page leaves them out.
+    assert str(tmp_path) not in table and "--out" not in table and "--runs" not in table
     assert "![ppo_cartpole](results_ppo_cartpole.png)" in table
     assert "Random play (dashed): 22.4, reference table." in table
     png = out / "results_ppo_cartpole.png"
