@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -10,21 +11,58 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from jaxrl_async.errors import RunFailure
+
+
+class RunFileError(RunFailure):
+    """A file of a run directory that could not be written (a full disk, a read-only
+    directory): one line naming the file and the OS's reason, and, once the run names it
+    (`rundir.naming_intact`), the newest checkpoint left intact."""
+
+    def __init__(self, path: Path, error: OSError):
+        super().__init__(f"cannot write {path}: {error.strerror or error}")
+        self.intact: str | None = None  # "RUN_DIR/checkpoints/N is intact", or why none
+
+    def __str__(self) -> str:
+        return super().__str__() + ("" if self.intact is None else f" ({self.intact})")
+
 
 def _clean(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 class JsonlSink:
+    """Appends each record to `path` as one JSON line, flushed at the line's end. A write
+    that fails raises RunFileError (as does every call after it); the lines before it stay,
+    and a line cut short is skipped when the file is read back (`rundir.read_records`)."""
+
     def __init__(self, path: Path):
+        self._path = Path(path)
         # Open for the run's whole life, closed by close(): a context manager cannot span it.
         self._file = open(path, "a", buffering=1)  # noqa: SIM115
+        self._failed: OSError | None = None
 
     def __call__(self, record: dict) -> None:
-        self._file.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
+        if self._failed is not None:
+            raise RunFileError(self._path, self._failed)
+        try:
+            self._file.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
+        except OSError as e:
+            self._fail(e)
 
     def close(self) -> None:
-        self._file.close()
+        if self._failed is None:
+            try:
+                self._file.close()
+            except OSError as e:  # the last line's flush
+                self._fail(e)
+
+    def _fail(self, error: OSError):
+        self._failed = error
+        # Closed here, its unwritten buffer dropped: close() raises nothing more.
+        with contextlib.suppress(OSError):
+            self._file.close()
+        raise RunFileError(self._path, error) from None
 
 
 class TensorBoardSink:

@@ -3,7 +3,7 @@
     RUN_DIR/config.yaml     the resolved config (rewritten when a resume changes it)
     RUN_DIR/metrics.jsonl   one record per host call
     RUN_DIR/checkpoints/    orbax checkpoints named by env steps (checkpoint.py)
-    RUN_DIR/summary.json    written at the end of every session
+    RUN_DIR/summary.json    written at the end of every session, whole (`write_summary`)
 
 A resume continues the run's plan: the same compiled chunk of K ticks per host call
 and, unless `train.total_steps` changes, the same number of calls, so it follows
@@ -13,6 +13,7 @@ config the checkpoint was written with.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -26,6 +27,7 @@ import yaml
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.config import Config, load_config
 from jaxrl_async.errors import ConfigError, UserError
+from jaxrl_async.logging import RunFileError
 
 # Evaluation draws its own keys, so its settings do not change training either.
 RESUMABLE = (
@@ -184,6 +186,37 @@ def write_records(run_dir: Path, records: list[dict]) -> None:
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` whole: a write that fails (RunFileError) leaves the old
+    file, or none, and no temporary file behind."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise RunFileError(path, e) from None
+
+
+def write_summary(run_dir: Path, summary: dict) -> None:
+    """RUN_DIR/summary.json, written last and whole: its presence says a session ended
+    (`finished`)."""
+    write_atomic(Path(run_dir) / "summary.json", json.dumps(summary, indent=2) + "\n")
+
+
+@contextlib.contextmanager
+def naming_intact(run_dir: Path | None):
+    """A RunFileError raised inside names the newest intact checkpoint of `run_dir`, whose
+    resume (`run_dir` set on the error) continues the run; without one it says so."""
+    try:
+        yield
+    except RunFileError as e:
+        if run_dir is not None and e.intact is None:
+            directory = checkpoint_dir(run_dir)
+            try:
+                done = ckpt.steps(directory)
+            except Exception:  # noqa: BLE001  (the directory may be unreadable too)
+                done = []
+            e.intact = f"{directory / str(done[-1])} is intact" if done else "no checkpoint"
+            e.run_dir = Path(run_dir) if done else None
+        raise

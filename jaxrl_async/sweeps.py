@@ -20,6 +20,7 @@ train.seed .. train.seed + S - 1), so it equals that run up to float rounding.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -250,7 +251,8 @@ def _run(groups: list[Group], seeds: int, session: _Session) -> SweepResult:
                 overrides, recs, group_summary, seeds, len(group.points) * seeds
             )
             if point_dir is not None and not done:
-                (point_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+                with _failing_as_sweep(session), rundir.naming_intact(group_dir):
+                    rundir.write_summary(point_dir, summary)
                 tracking.finish(point_dir, summary)
             rows.append(table_row(overrides, recs, seeds, name))
             records.append(recs)
@@ -291,22 +293,31 @@ def _train_group(group: Group, dirs, group_dir, seeds: int, session: _Session):
         ),
     )
     try:
-        return trainer.train(
-            group.config,
-            env=session.env,
-            env_params=session.env_params,
-            run_dir=group_dir,
-            callbacks=session.callbacks,
-            resume=resuming,
-            group=run_group,
-        )
+        with _failing_as_sweep(session):
+            return trainer.train(
+                group.config,
+                env=session.env,
+                env_params=session.env_params,
+                run_dir=group_dir,
+                callbacks=session.callbacks,
+                resume=resuming,
+                group=run_group,
+            )
     except TrainingInterrupted as e:
         raise TrainingInterrupted(
             e.env_steps,
             session.sweep_dir if e.run_dir is not None else None,
             resume="jaxrl_async.resume_sweep",
         ) from None
-    except RunFailure as e:  # a save that failed: the sweep resumes, not its group alone
+
+
+@contextlib.contextmanager
+def _failing_as_sweep(session: _Session):
+    """A failure inside (a save or a file that could not be written) resumes the sweep,
+    not its group alone."""
+    try:
+        yield
+    except RunFailure as e:
         e.run_dir = session.sweep_dir if e.run_dir is not None else None
         raise
 

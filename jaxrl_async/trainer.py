@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -274,7 +273,7 @@ def train(
         raise UserError(f"run directory {fresh_dir} exists and is not empty")
     if fresh_dir is not None and main:
         fresh_dir.mkdir(parents=True, exist_ok=True)
-        (fresh_dir / "config.yaml").write_text(config.to_yaml())
+        rundir.write_atomic(fresh_dir / "config.yaml", config.to_yaml())
     run = Run(config, plan, built, start(config, plan, built, run_dir, group), run_dir)
 
     saver = (
@@ -283,16 +282,18 @@ def train(
         else ckpt.Checkpointer(rundir.checkpoint_dir(run_dir), config.checkpoint.keep, write=main)
     )
     log = RunLog(config, plan, run_dir, callbacks, main, () if group is None else group.points)
-    try:
-        state, times = run_loop(run, log, saver)
-    finally:
-        log.close()
-        if saver is not None:
-            saver.close()
+    # metrics.jsonl or summary.json that cannot be written: one line, resumable.
+    with rundir.naming_intact(run_dir if main else None):
+        try:
+            state, times = run_loop(run, log, saver)
+        finally:
+            log.close()
+            if saver is not None:
+                saver.close()
 
-    env_name = config.env.name if env is None else type(env).__name__
-    summary = summarize(run, log, times, env_name, wall_start)
-    return _finish(run, log, state, summary, main, group)
+        env_name = config.env.name if env is None else type(env).__name__
+        summary = summarize(run, log, times, env_name, wall_start)
+        return _finish(run, log, state, summary, main, group)
 
 
 def _train_host(config: Config, run_dir, callbacks, resume: bool, group) -> TrainResult:
@@ -312,7 +313,7 @@ def _finish(
     config = run.config
     run_dir = run.run_dir if main else None  # the other processes wrote nothing
     if run_dir is not None:
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        rundir.write_summary(run_dir, summary)
         tracking.finish(run_dir, summary)
     final = "-" if summary["final_return"] is None else f"{summary['final_return']:.1f}"
     log.progress.write(run.plan.layout.line())  # the reasons: `jaxrl-async plan`

@@ -17,7 +17,7 @@ from jaxrl_async import checkpoint, rundir
 from jaxrl_async.errors import TrainingInterrupted
 from tests.helpers.cli import run_cli_in_process, subprocess_env
 from tests.helpers.configs import DQN_TINY, PPO_SMALL
-from tests.helpers.faults import all_finite, fail_saves_after, stored_arrays
+from tests.helpers.faults import all_finite, fail_saves_after, fill_disk_at, stored_arrays
 from tests.helpers.resume import assert_same_records, interrupt_at, records
 
 # PPO_SMALL's programs in two host calls of 1,024 steps.
@@ -78,6 +78,40 @@ def test_a_save_that_cannot_write_ends_the_run_on_one_line(tmp_path, monkeypatch
     )
     assert code == 0, err
     assert checkpoint.steps(run_dir / "checkpoints") == [2048]
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "summary.json"])
+def test_a_log_file_that_cannot_be_written_ends_the_run_on_one_line(tmp_path, monkeypatch, name):
+    """The disk fills while writing the second record of metrics.jsonl (the checkpoint of
+    the first call is whole) or summary.json (the last checkpoint is whole): one line
+    naming the file and the intact checkpoint, exit 1, no half-written summary.json, and
+    the printed resume command ends the run as the uninterrupted one."""
+    run_dir = tmp_path / "run"
+    args = [*SHORT, "checkpoint.every=1024", "checkpoint.keep=1", "--run-dir", str(run_dir)]
+    with monkeypatch.context() as patches:
+        fill_disk_at(patches, name, writes=1)
+        code, err = run_cli_in_process("train", *args, cwd=tmp_path)
+    assert code == 1
+    [line] = err.splitlines()
+    intact = 1024 if name == "metrics.jsonl" else 2048
+    assert line == (
+        f"jaxrl-async: error: cannot write {run_dir / name}: No space left on device "
+        f"({run_dir}/checkpoints/{intact} is intact); resume with: jaxrl-async resume {run_dir}"
+    )
+    assert checkpoint.steps(run_dir / "checkpoints") == [intact]
+    assert not (run_dir / "summary.json").exists() and not list(run_dir.glob("*.tmp"))
+    assert [r["env_steps"] for r in records(run_dir)] == [1024, 2048][: 1 if intact == 1024 else 2]
+
+    code, err = run_cli_in_process(
+        *line.split("resume with: jaxrl-async ")[1].split(), cwd=tmp_path
+    )
+    assert code == 0, err
+    whole = tmp_path / "whole"
+    code, err = run_cli_in_process("train", *args[:-1], str(whole), cwd=tmp_path)
+    assert code == 0, err
+    assert_same_records(records(run_dir), records(whole))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 2048 and summary["resumed_from"] == intact
 
 
 # Tiny runs of eight host calls, each call checkpointed.

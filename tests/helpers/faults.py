@@ -52,6 +52,50 @@ def fail_saves_after(monkeypatch, first_step: int, kind: str) -> None:
     monkeypatch.setattr(Path, "touch", read_only)
 
 
+class _FillsUp:
+    """A text file on a disk with room for `lines` more writes: each after those raises
+    ENOSPC, as a full disk's does."""
+
+    def __init__(self, file, lines: int):
+        self._file, self._left = file, lines
+
+    def write(self, text: str) -> int:
+        if self._left == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._left -= 1
+        return self._file.write(text)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def fill_disk_at(monkeypatch, name: str, writes: int = 0) -> None:
+    """Make writing a run directory's file `name` fail with ENOSPC after `writes` writes
+    succeed: metrics.jsonl's lines (through its sink's file), or summary.json (written
+    whole through a temporary file, half of which lands before the failure)."""
+    import builtins
+
+    import jaxrl_async.logging
+
+    if name == "summary.json":
+        write_text = Path.write_text
+
+        def half_written(path, text, *args, **kwargs):
+            if path.name == name + ".tmp":
+                write_text(path, text[: len(text) // 2], *args, **kwargs)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return write_text(path, text, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "write_text", half_written)
+        return
+
+    def fills_up(path, *args, **kwargs):
+        file = builtins.open(path, *args, **kwargs)  # noqa: SIM115  (the sink closes it)
+        return _FillsUp(file, writes) if Path(path).name == name else file
+
+    monkeypatch.setattr(jaxrl_async.logging, "open", fills_up, raising=False)
+
+
 def _slow_saves(pause: float, marker: Path) -> None:
     """Each checkpoint save notes itself in `marker` (one line) and then pauses `pause`
     seconds inside orbax's background write, its temporary directory half written: a
