@@ -5,6 +5,7 @@ sweep directories written by the library's own writers."""
 
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -129,48 +130,178 @@ def _normalized(returns):
     return list(stats.normalize(returns, ref.random, ref.high))
 
 
+def _report(tmp_path, *args, out="out"):
+    """`jaxrl-async report ARGS --out OUT` in process: (report.json, report.md, stderr), with
+    every Python warning raised while it runs (matplotlib's among them) an error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, err = run_cli_in_process("report", *args, "--out", str(tmp_path / out), cwd=tmp_path)
+    assert code == 0, err
+    report = json.loads((tmp_path / out / "report.json").read_text())
+    return report, (tmp_path / out / "report.md").read_text(), err
+
+
 def test_report_of_runs_by_config_name(tmp_path):
     nan = math.nan
     # ppo_cartpole: one run of 3 seeds; seed 2's last log point finished no episode, so its
-    # final return is the one before (the window summary.json takes).
+    # final return is the one before (the window summary.json takes). Another run of the
+    # same config with 2 seeds (3 and 4) is the same experiment: one group of 5.
     _write_run(tmp_path / "a", "ppo_cartpole", [], [[50, 380, 400], [60, 500, 500], [70, 300, nan]])
-    _write_run(tmp_path / "a3", "ppo_cartpole", [], [[20, 300], [30, nan]])
+    _write_run(tmp_path / "a3", "ppo_cartpole", ["train.seed=3"], [[20, 300], [30, nan]])
     for k, final in enumerate([200.0, 450.0, 250.0]):
-        _write_run(tmp_path / "b" / f"seed{k}", "ppo_cartpole_async", [], [[10.0, final]])
-    out = tmp_path / "out"
-    code, err = run_cli_in_process(
-        "report",
-        str(tmp_path / "a"),
-        str(tmp_path / "a3"),
-        str(tmp_path / "b"),
-        "--out",
-        str(out),
-        cwd=tmp_path,
-    )
-    assert code == 0, err
-    report = json.loads((out / "report.json").read_text())
-    assert report["score"] == "normalized"
+        _write_run(
+            tmp_path / "b" / f"seed{k}", "ppo_cartpole_async", [f"train.seed={k}"], [[10.0, final]]
+        )
+    report, table, err = _report(tmp_path, *(str(tmp_path / d) for d in ("a", "a3", "b")))
+    assert err == ""  # nothing merged that differs, no warning of any kind
+    assert report["score"] == "normalized_score"
+    assert report["differing_keys"] == ["pipeline.lag"]
     a, b = report["groups"]
+    # The configs differ in their names too: each group is its name's only one.
     assert (a["name"], b["name"]) == ("ppo_cartpole", "ppo_cartpole_async")
+    assert (a["config"], b["config"]) == ({"pipeline.lag": 0}, {"pipeline.lag": 1})
     assert a["final_returns"] == [400, 500, 300, 300, 30] and a["runs"] == 5
     assert b["final_returns"] == [200, 450, 250]
     scores_a, scores_b = _normalized([400, 500, 300, 300, 30]), _normalized([200, 450, 250])
-    assert a["scores"]["CartPole-v1"] == pytest.approx(scores_a)
-    assert a["iqm"] == pytest.approx(_iqm_reference(scores_a))
-    assert a["median"] == pytest.approx(np.median(scores_a))
-    assert b["mean"] == pytest.approx(np.mean(scores_b))
-    assert b["optimality_gap"] == pytest.approx(np.mean(np.maximum(1 - np.asarray(scores_b), 0)))
-    for g in (a, b):
+    norm_a, norm_b = a["normalized_score"], b["normalized_score"]
+    assert norm_a["values"]["CartPole-v1"] == pytest.approx(scores_a)
+    assert norm_a["iqm"] == pytest.approx(_iqm_reference(scores_a))
+    assert norm_a["median"] == pytest.approx(np.median(scores_a))
+    assert norm_b["mean"] == pytest.approx(np.mean(scores_b))
+    gap = np.mean(np.maximum(1 - np.asarray(scores_b), 0))
+    assert norm_b["optimality_gap"] == pytest.approx(gap)
+    for block in (norm_a, norm_b, a["final_return"]["CartPole-v1"]):
         for key in ("iqm", "mean", "median", "optimality_gap"):
-            assert g[f"{key}_ci"][0] <= g[key] <= g[f"{key}_ci"][1]
+            if key in block:
+                assert block[f"{key}_ci"][0] <= block[key] <= block[f"{key}_ci"][1]
     wins = sum((x > y) + 0.5 * (x == y) for x in scores_a for y in scores_b) / 15
     poi = report["probability_of_improvement"]["ppo_cartpole > ppo_cartpole_async"]
     assert poi["value"] == pytest.approx(wins)
-    table = (out / "report.md").read_text()
     assert "| ppo_cartpole | 5 | CartPole-v1 |" in table and "![profile](profile.png)" in table
+    assert "differ in pipeline.lag." in table
     for png in ("intervals.png", "profile.png"):
-        data = (out / png).read_bytes()
+        data = (tmp_path / "out" / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+
+
+def test_two_settings_of_one_config_are_two_groups_named_by_what_differs(tmp_path):
+    # The issue's case: ppo_cartpole at agent.learning_rate=0 and at its default, 5 seeds
+    # each; a third run at the default with other seeds, another seed count and other
+    # bookkeeping keys (checkpoints, progress, compile cache, W&B) is the same experiment.
+    _write_run(
+        tmp_path / "lr0", "ppo_cartpole", ["agent.learning_rate=0.0"], _curves([20, 25, 18, 30, 22])
+    )
+    _write_run(tmp_path / "base", "ppo_cartpole", [], _curves([480, 500, 350, 500, 420]))
+    bookkeeping = [
+        "train.seed=5",
+        "checkpoint.every=2048",
+        "train.progress=false",
+        "train.compile_cache=false",
+        "logger.wandb_project=other",
+    ]
+    _write_run(tmp_path / "more" / "base", "ppo_cartpole", bookkeeping, _curves([30, 490, 500]))
+    report, table, err = _report(tmp_path, "lr0", "base", "more")
+    assert err == ""
+    lr0, base = report["groups"]
+    assert (lr0["name"], base["name"]) == ("agent.learning_rate=0", "agent.learning_rate=0.00025")
+    assert report["differing_keys"] == ["agent.learning_rate"]
+    assert (lr0["config"], base["config"]) == (
+        {"agent.learning_rate": 0.0},
+        {"agent.learning_rate": 0.00025},
+    )
+    assert lr0["final_returns"] == [20, 25, 18, 30, 22]
+    assert base["final_returns"] == [480, 500, 350, 500, 420, 30, 490, 500] and base["runs"] == 8
+    assert base["sources"] == ["base", "more/base"]
+    # P(X > Y) of the two settings, over every pair of runs (ties half): lr 0 wins none
+    # and ties one (its 30 against the third run's 30).
+    x, y = _normalized(lr0["final_returns"]), _normalized(base["final_returns"])
+    wins = sum((a > b) + 0.5 * (a == b) for a in x for b in y) / (len(x) * len(y))
+    poi = report["probability_of_improvement"]
+    assert list(poi) == ["agent.learning_rate=0 > agent.learning_rate=0.00025"]
+    assert poi["agent.learning_rate=0 > agent.learning_rate=0.00025"]["value"] == pytest.approx(
+        wins
+    )
+    assert wins == 0.5 / 40
+    assert "| agent.learning_rate=0 | 5 | CartPole-v1 |" in table
+
+
+def test_report_json_names_its_scales(tmp_path):
+    # CartPole has reference returns: raw final returns per task and normalised scores.
+    _write_run(tmp_path / "cartpole", "ppo_cartpole", [], _curves([100, 300, 500, 250]))
+    report, table, _ = _report(tmp_path, "cartpole")
+    (group,) = report["groups"]
+    assert group["name"] == "ppo_cartpole" and report["differing_keys"] == []
+    assert report["score"] == "normalized_score"
+    assert set(report["scales"]) == {"final_return", "normalized_score"}
+    assert report["reference_returns"] == {"CartPole-v1": {"random": 22.4, "reference": 500.0}}
+    raw = group["final_return"]["CartPole-v1"]
+    assert raw["runs"] == 4 and raw["values"] == [100, 300, 500, 250]
+    assert raw["iqm"] == pytest.approx(275) and raw["median"] == pytest.approx(275)
+    assert "optimality_gap" not in raw  # a gap below 1 means nothing on raw returns
+    norm = group["normalized_score"]
+    assert norm["iqm"] == pytest.approx(_iqm_reference(_normalized([100, 300, 500, 250])))
+    assert norm["optimality_gap"] > 0
+    assert "| ppo_cartpole | CartPole-v1 | 4 | 275 [" in table  # the raw table
+    # MinAtar Breakout has none: final returns only, and the report says so.
+    _write_run(tmp_path / "breakout", "ppo_breakout_minatar", ["eval.every=0"], _curves([3, 5, 9]))
+    report, table, _ = _report(tmp_path, "breakout", out="raw")
+    (group,) = report["groups"]
+    assert report["score"] == "final_return" and set(report["scales"]) == {"final_return"}
+    assert report["reference_returns"] is None and group["normalized_score"] is None
+    assert group["final_return"]["Breakout-MinAtar"]["median"] == 5
+    assert "final returns over runs" in table and "optimality gap" not in table
+
+
+def test_group_by_that_merges_differing_configs_warns_in_one_line(tmp_path):
+    _write_run(tmp_path / "lr0", "ppo_cartpole", ["agent.learning_rate=0.0"], _curves([20, 25]))
+    _write_run(tmp_path / "base", "ppo_cartpole", ["train.seed=2"], _curves([480, 500]))
+    report, table, err = _report(tmp_path, "lr0", "base", "--group-by", "agent.name")
+    assert [g["name"] for g in report["groups"]] == ["agent.name=ppo"]
+    warning = (
+        "group 'agent.name=ppo' merges runs of one env whose configs differ in agent.learning_rate"
+    )
+    assert report["warnings"] == [warning]
+    assert err == f"warning: {warning}\n"  # one line, on stderr
+    assert f"**Warning:** {warning}." in table
+    # Grouping across envs is what --group-by is for: CartPole's and Acrobot's configs
+    # differ (env.name, env.num_envs), but within each env the group is one experiment.
+    _write_run(tmp_path / "acrobot", "ppo_acrobot", [], _curves([-200, -150]))
+    report, _, err = _report(tmp_path, "base", "acrobot", "--group-by", "pipeline.lag", out="lag")
+    assert err == "" and report["warnings"] == []
+    assert report["groups"][0]["tasks"] == ["Acrobot-v1", "CartPole-v1"]
+
+
+def test_a_seed_held_twice_is_a_warning(tmp_path):
+    # The same config at the same seeds twice (a rerun, not new samples).
+    _write_run(tmp_path / "a", "ppo_cartpole", [], _curves([400, 450]))
+    _write_run(tmp_path / "b", "ppo_cartpole", ["train.seed=1"], _curves([300, 350]))
+    report, _, err = _report(tmp_path, "a", "b")
+    assert report["groups"][0]["runs"] == 4
+    assert err.count("\n") == 1 and "holds seed 1 of one experiment more than once" in err
+
+
+def test_no_warning_reaches_the_terminal_with_many_groups(tmp_path):
+    # Matplotlib's "Tight layout not applied" came with two groups and more, on stderr
+    # through the warnings module; _report turns any warning into an error.
+    for k, lr in enumerate((0.0, 1e-4, 2.5e-4, 1e-3, 3e-3, 0.01)):
+        _write_run(
+            tmp_path / f"lr{k}", "ppo_cartpole", [f"agent.learning_rate={lr}"], _curves([k, 10 * k])
+        )
+    report, _, err = _report(tmp_path, *(f"lr{k}" for k in range(6)))
+    assert err == "" and len(report["groups"]) == 6
+    # One group, and group names too long for a fixed width (a value of 200 characters).
+    report, _, err = _report(tmp_path, "lr0", out="one")
+    assert err == "" and len(report["groups"]) == 1
+    for k, project in enumerate(("W" * 200, "m" * 150)):
+        config = ["agent.learning_rate=0.0", f"logger.wandb_project={project}", f"train.seed={k}"]
+        _write_run(tmp_path / "long" / str(k), "ppo_cartpole", config, _curves([k, 2 * k]))
+    report, _, err = _report(tmp_path, "long", "--group-by", "logger.wandb_project", out="long")
+    assert err == "" and len(report["groups"]) == 2
+
+
+def _curves(finals):
+    """One curve of two log points per seed, ending at its final return."""
+    return [[1.0, float(f)] for f in finals]
 
 
 def test_report_groups_by_a_config_key_and_by_sweep_point(tmp_path):
@@ -179,7 +310,7 @@ def test_report_groups_by_a_config_key_and_by_sweep_point(tmp_path):
             _write_run(
                 tmp_path / f"lag{lag}" / f"s{seed}",
                 "ppo_cartpole",
-                [f"pipeline.lag={lag}"],
+                [f"pipeline.lag={lag}", f"train.seed={seed}"],
                 [[10.0 + lag, 100.0 * (lag + seed + 1)]],
             )
     out = tmp_path / "by_key"
@@ -211,9 +342,10 @@ def test_report_groups_by_a_config_key_and_by_sweep_point(tmp_path):
     )
     assert code == 0, err
     groups = json.loads((tmp_path / "by_point" / "report.json").read_text())["groups"]
+    # A sweep's groups are its points, named by the swept keys.
     assert [(g["name"], g["final_returns"]) for g in groups] == [
-        ("learning_rate=0.001", [20, 30]),
-        ("learning_rate=0.01", [40, 60]),
+        ("agent.learning_rate=0.001", [20, 30]),
+        ("agent.learning_rate=0.01", [40, 60]),
     ]
 
 
