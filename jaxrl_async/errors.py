@@ -16,6 +16,16 @@ class EnvSpecError(UserError, ValueError):
     """An environment whose outputs disagree with its declared spaces or API."""
 
 
+class EnvOutputError(EnvSpecError):
+    """A host env's reset or step that returned what its spaces do not declare (an
+    observation of another shape, a reward that is not one number per env): `what` says
+    what it returned and what it declares, `env` names it (an actor's line adds the actor)."""
+
+    def __init__(self, env: str, what: str):
+        super().__init__(f"env {env} {what}")
+        self.env, self.what = env, what
+
+
 def first_line(e: BaseException) -> str:
     """The first line of an exception's message (the CLI prints one line)."""
     text = str(e).strip()

@@ -35,9 +35,17 @@ class EnvConfig:
     # Observation entries (indices into the last axis) zeroed for a partially observed
     # variant, e.g. [1, 3]: CartPole without its velocities (envs.MaskObservation).
     mask_obs: tuple[int, ...] = ()
+    # Host envs: a run whose actors hand in no round for this long (an env's step that
+    # never returns) ends in one line, exit 1, resumable from its last checkpoint
+    # (host/stall.py); a warning comes at half of it. 0: never. The default is a hundred
+    # times the slowest round of a shipped config on two cores (ppo_halfcheetah's actor,
+    # about 6 s) and forty times the longest first round, compiles included
+    # (ppo_atari_breakout's, 14 s).
+    stall_seconds: float = 600.0
 
     def __post_init__(self):
         require(self.num_envs >= 1, "env.num_envs", self.num_envs, ">= 1")
+        require(self.stall_seconds >= 0, "env.stall_seconds", self.stall_seconds, ">= 0 (0: never)")
         require(
             all(i >= 0 for i in self.mask_obs),
             "env.mask_obs",

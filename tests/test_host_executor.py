@@ -9,6 +9,7 @@ of tests/helpers/host_envs.py.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -106,6 +107,55 @@ def test_actor_failure_ends_the_run_in_one_line(failure):
     assert "\n" not in str(e.value)
     assert ("broke at step 10" if failure == "raise" else "non-finite") in str(e.value)
     assert time.perf_counter() - start < BOUND
+    assert not actor_threads_alive()
+
+
+@pytest.mark.parametrize(
+    ("env", "broken", "line"),
+    [
+        (
+            "HostMisshapen-v0",
+            "obs",
+            "returned an observation of shape (3,), dtype float64; "
+            "its observation_space declares (2,), float32",
+        ),
+        (
+            "HostMisshapen-v0",
+            "final_obs",
+            "returned a final observation (info['final_obs']) of shape (3,), dtype float64; "
+            "its observation_space declares (2,), float32",
+        ),
+        ("HostMisshapen-v0", "reward", "returned a reward that is not one number (ValueError: "),
+        (
+            "HostMisshapenVector-v0",
+            "obs",
+            "returned observations of shape (2, 1), dtype float32 for its 2 envs; "
+            "its observation_space declares (2,), float32 for each",
+        ),
+        (
+            "HostMisshapenVector-v0",
+            "rewards",
+            "returned rewards of shape (2, 1), dtype float64 for its 2 envs; "
+            "one per env is shape (2,)",
+        ),
+    ],
+)
+def test_env_that_breaks_its_spaces_is_named_with_what_it_gave(env, broken, line):
+    """An env whose observation or reward stops fitting its declared spaces mid-run ends
+    the run in one line naming the env, the actor, what it returned and what it declares
+    (a Gymnasium env batched by a sync vector env; a vector env of its own)."""
+    own = ["env.kwargs.vectorization_mode=vector_entry_point"] if "Vector" in env else []
+    config = corridor_config(
+        f"env.name=gymnasium:{env}",
+        "env.kwargs.break_at=10",
+        f"env.kwargs.broken={broken}",
+        *own,
+        rounds=10_000,
+    )
+    with pytest.raises(ActorError) as e:
+        run_probe(config)
+    assert re.match(rf"env gymnasium:{env} \(actor \d\) {re.escape(line)}", str(e.value)), e.value
+    assert "\n" not in str(e.value)
     assert not actor_threads_alive()
 
 

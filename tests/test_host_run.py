@@ -13,6 +13,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import jax
@@ -22,10 +23,12 @@ import pytest
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.config import load_config
 from jaxrl_async.host.run import train_host_run
+from tests.helpers import host_envs
 from tests.helpers.cli import ROOT, run_cli_in_process, subprocess_env
 from tests.helpers.host_runs import CORRIDOR, SMALL
 
 FAULTY = "gymnasium:tests.helpers.host_envs:HostFaulty-v0"
+STALLING = "gymnasium:tests.helpers.host_envs:HostStalling-v0"
 
 
 def corridor_args(*overrides: str) -> list[str]:
@@ -79,6 +82,7 @@ def test_checkpoint_holds_the_exact_learner_state(tmp_path):
     [
         (["train.num_seeds=2"], "train.num_seeds > 1 is not supported"),
         (["pipeline.actor_threads=8"], "exceeds env.num_envs=4"),
+        (["env.stall_seconds=-1"], "env.stall_seconds must be >= 0"),
     ],
 )
 def test_refused_before_anything_is_written(tmp_path, overrides, match):
@@ -113,6 +117,58 @@ def test_env_failure_ends_the_run_in_one_line_and_keeps_the_checkpoint(tmp_path)
     assert f"resume with: jaxrl-async resume {run}" in err
     assert ckpt.steps(run / "checkpoints")[-1] == 384  # the last boundary before it broke
     assert not (run / "summary.json").exists()
+
+
+@pytest.fixture
+def release_hangs():
+    """Ends the hangs of the Stalling envs a test left behind, once it is done."""
+    yield
+    host_envs.RELEASE.set()
+    for thread in threading.enumerate():
+        if thread.name.startswith("host-actor"):
+            thread.join(10)
+    host_envs.RELEASE.clear()
+
+
+def test_stalled_env_ends_the_run_in_one_line_and_the_hint_resumes(tmp_path, release_hangs):
+    """The envs of actor 1 stop answering at their 40th step (round 10): after half of
+    env.stall_seconds a warning, after all of it one line naming the actor, its env and
+    the call it is stuck in, exit 1, without waiting for the stuck thread (left behind);
+    the checkpoint before stays, and the printed `resume with:` command finishes the run
+    (the resumed run's fresh envs do not reach a 40th step)."""
+    run = tmp_path / "run"
+    args = [
+        "ppo_cartpole",
+        f"env.name={STALLING}",
+        *SMALL,
+        "pipeline.actor_threads=2",
+        "env.kwargs.hang_at=40",
+        "env.kwargs.hang_seeds_from=2",  # envs 2 and 3: actor 1's
+        "env.stall_seconds=2",
+        "checkpoint.every=64",
+        "train.total_steps=256",
+    ]
+    started = time.monotonic()
+    code, err = run_cli_in_process("train", *args, "--run-dir", str(run), cwd=tmp_path)
+    assert code == 1, err
+    assert time.monotonic() - started < 60
+    warning, line = err.strip().splitlines()
+    assert warning.startswith(f"warning: actor 1 ({STALLING}) handed in no round for 1"), err
+    assert line == (
+        f"jaxrl-async: error: actor 1 ({STALLING}) handed in no round for 2 s "
+        f"(env.stall_seconds): its env's step has not returned; "
+        f"resume with: jaxrl-async resume {run}"
+    )
+    assert "host-actor-1" in [t.name for t in threading.enumerate()]  # still in its step
+    assert ckpt.steps(run / "checkpoints")[-1] == 128  # rounds 0-8 done, 8 saved
+    assert not (run / "summary.json").exists()
+
+    hint = line.split("resume with: ", 1)[1].split()
+    assert hint[:2] == ["jaxrl-async", "resume"]
+    code, err = run_cli_in_process(*hint[1:], cwd=tmp_path)
+    assert code == 0, err
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["resumed_from"], summary["env_steps"]) == (128, 256)
 
 
 def test_envs_lists_gymnasium_ids(capsys):

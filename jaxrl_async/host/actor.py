@@ -33,6 +33,7 @@ from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.host_env import HostStep
 from jaxrl_async.host.obs_norm import ObsStats, moments, normalize
 from jaxrl_async.host.params import ParamStore
+from jaxrl_async.host.stall import Doing
 from jaxrl_async.host.stopping import RunStop, put
 from jaxrl_async.types import ActorClock, Agent, Memory, Transition
 
@@ -142,12 +143,14 @@ def rollout(
     start: tuple[Any, Memory | None],
     first_step: int,
     length: int,
+    doing: Doing | None = None,
 ) -> tuple[tuple[Any, Memory | None], Transition, list[HostStep], tuple[float, float]]:
     """`length` steps of `env` from `start` = (the observation, the envs' Memory or None)
     with `acting`: (where the next round starts, the trajectory [T, B_k, ...] in numpy,
     the steps as given, (seconds in env.step, seconds in the policy)). With observation
     statistics the policy sees, and the trajectory holds, observations normalised by them
-    (`next_obs` too); the steps keep the raw ones."""
+    (`next_obs` too); the steps keep the raw ones. `doing` is marked with where it is."""
+    doing = doing if doing is not None else Doing()
     params, version, stats = acting
     seen = (lambda o: o) if stats is None else (lambda o: normalize(stats, o))
     obs, memory = start
@@ -157,9 +160,12 @@ def rollout(
     for t in range(length):
         started = time.perf_counter()
         observed = seen(obs)  # what the policy acts on and the trajectory holds
+        doing.now = "policy"
         carry, action, extras = act(policy, params, memory, observed, first_step + t)
         stepped = time.perf_counter()
+        doing.now = "step"
         step = env.step(action)
+        doing.now = "round"
         env_seconds += time.perf_counter() - stepped
         policy_seconds += stepped - started
         _check_step(step)
@@ -205,15 +211,20 @@ def run_actor(
     out: queue.Queue,
     stop: RunStop,
     memory: Memory | None = None,
+    doing: Doing | None = None,
 ) -> None:
     """The actor thread's body: rounds `plan.first_round` to `plan.rounds` into `out`,
     each acted by the parameters its round's slot holds (on `policy`'s device); a
     recurrent agent's carries start from `memory` (`Agent.initial_memory`: every env at
     an episode's start). Any exception, the env's or a non-finite step's, stops the run
-    as one line naming the env; the env is closed however the thread ends."""
+    as one line naming the env; the env is closed however the thread ends. `doing` is
+    marked with where the thread is (the stall watch's line, `stall.py`)."""
     device = plan.device or jax.devices()[0]
+    doing = doing if doing is not None else Doing()
     try:
+        doing.now = "reset"
         start = (env.reset(reset_seed(plan)), jax.device_get(memory))
+        doing.now = "round"
         _check_obs(start[0], "observation")
         acting: Acting | None = None
         acting_slot = -1
@@ -229,7 +240,7 @@ def run_actor(
             assert acting is not None
             first_obs = start[0]
             start, traj, host_steps, seconds = rollout(
-                env, policy, acting, start, i * plan.rollout_len, plan.rollout_len
+                env, policy, acting, start, i * plan.rollout_len, plan.rollout_len, doing
             )
             returns, lengths = _episodes(host_steps)
             stats = _obs_moments(first_obs, host_steps, acting)

@@ -21,7 +21,9 @@ learner stores each round in a replay on its device and learns from that instead
   the lag at `pipeline.lag`. Lag 0 is the synchronous reference. Nothing depends on
   timing, so a seed gives the same run at any lag, over any number of actor threads.
 - Stopping (`stopping.py`): every wait polls one stop event, set when the run ends, when
-  an actor fails (re-raised here as an `ActorError` of one line) or from outside.
+  an actor fails (re-raised here as an `ActorError` of one line) or from outside. An
+  actor that hands in no round for `env.stall_seconds` ends the run too (`stall.py`: an
+  `ActorStalled`), its thread left behind.
 
 Envs reset within the step (same-step autoreset: Gymnasium's sync vector envs, EnvPool's
 pools through their same-step shim), so every step is a transition. A step that is none
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import math
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -52,6 +55,7 @@ from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.placement import host_devices
 from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.round_times import RoundTimes
+from jaxrl_async.host.stall import Doing, StallWatch
 from jaxrl_async.host.stopping import RunStop, get
 from jaxrl_async.types import Agent, BuildContext
 
@@ -130,11 +134,14 @@ class Start(NamedTuple):
     obs_stats: ObsStats | None = None  # env.normalize_obs: the statistics to continue from
 
 
-def next_round(queues: Sequence[queue.Queue], stop: RunStop) -> list[Trajectory] | None:
-    """Round r of every actor, in actor order; None once the run stops."""
+def next_round(
+    queues: Sequence[queue.Queue], stop: RunStop, watch: StallWatch | None = None
+) -> list[Trajectory] | None:
+    """Round r of every actor, in actor order; None once the run stops (`watch` stops it
+    where one actor's round takes env.stall_seconds)."""
     parts = []
-    for q in queues:
-        item = get(q, stop)
+    for k, q in enumerate(queues):
+        item = get(q, stop, None if watch is None else watch.waiting(k))
         if item is None:
             return None
         parts.append(item)
@@ -191,12 +198,13 @@ def start_actors(
     envs: Sequence[GymnasiumVecEnv],
     config: Config,
     context: tuple[ParamStore, RunStop, int],
-) -> tuple[list[threading.Thread], list[queue.Queue]]:
-    """One daemon thread per env, each with its own queue of lag + 1 trajectories;
-    `context` = (the parameter store, the stop, the first round)."""
+) -> tuple[list[threading.Thread], list[queue.Queue], list[Doing]]:
+    """One daemon thread per env, each with its own queue of lag + 1 trajectories and
+    where it is (`stall.Doing`); `context` = (the parameter store, the stop, the first
+    round)."""
     store, stop, first_round = context
     act_key = jax.random.fold_in(jax.random.key(config.train.seed, impl=config.prng_impl), 1)
-    threads, queues, first_env = [], [], 0
+    threads, queues, doing, first_env = [], [], [], 0
     for k, env in enumerate(envs):
         plan = ActorPlan(
             k,
@@ -210,9 +218,11 @@ def start_actors(
         )
         q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
         policy = make_policy(agent, act_key, plan, env.num_envs)
+        memory = agent.initial_memory(env.num_envs)
+        doing.append(Doing())
         thread = threading.Thread(
             target=run_actor,
-            args=(env, policy, plan, store, q, stop, agent.initial_memory(env.num_envs)),
+            args=(env, policy, plan, store, q, stop, memory, doing[-1]),
             name=f"host-actor-{k}",
             daemon=True,
         )
@@ -221,7 +231,7 @@ def start_actors(
         first_env += env.num_envs
     for thread in threads:
         thread.start()
-    return threads, queues
+    return threads, queues, doing
 
 
 def learner_loop(
@@ -230,16 +240,17 @@ def learner_loop(
     queues: Sequence[queue.Queue],
     context: tuple[ParamStore, RunStop],
     hooks: Sequence[Callable[[Progress, dict], None]],
+    watch: StallWatch | None = None,
 ) -> tuple[Progress, dict]:
     """Consume rounds until `learner.rounds`, publishing slot r + 1 after round r and
     handing each round's record to every hook(progress, record); (progress, loop stats).
-    Ends early, with what it has, once the stop is set."""
+    Ends early, with what it has, once the stop is set (by `watch` too: a stall)."""
     store, stop = context
     lags: list[float] = []
     times, batch, first = RoundTimes(), 0, progress.rounds
     for r in range(first, learner.rounds):
         waited = time.perf_counter()
-        parts = next_round(queues, stop)
+        parts = next_round(queues, stop, watch)
         if parts is None:
             break
         learning = time.perf_counter()
@@ -285,6 +296,10 @@ def make_learner(config: Config, agent: Agent, spec, key: jax.Array) -> Learner:
     )
 
 
+def _on_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def _as_hook(callback: Callable[[dict], None]) -> Callable[[Progress, dict], None]:
     """A callback of records as a learner-loop hook."""
     return lambda progress, record: callback(record)
@@ -314,15 +329,18 @@ def run_executor(
     stop: threading.Event | None = None,
     start: Start | None = None,
     after_round: Callable[[Progress, dict], None] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> dict:
     """Train `agent` on `envs` (one per actor thread, `make_actor_envs`), which it closes.
 
     Every record (one per round) goes to each callback, in the learner's thread. Setting
     `stop` ends the run early with the result so far; an actor's failure raises an
-    ActorError of one line. `start` continues a run (restored state, its updates and
-    rounds; the envs restart from fresh seeded resets); by default a fresh one.
-    `after_round(progress, record)` runs after each update, before the callbacks (the
-    run's logs and checkpoints, `run.py`).
+    ActorError of one line, an actor that hands in no round for env.stall_seconds an
+    ActorStalled (its thread, stuck, left behind). `start` continues a run (restored
+    state, its updates and rounds; the envs restart from fresh seeded resets); by default
+    a fresh one. `after_round(progress, record)` runs after each update, before the
+    callbacks (the run's logs and checkpoints, `run.py`). `warn(line)` shows a warning
+    (a stall at half its time; default: on stderr).
     """
     hooks = [*([] if after_round is None else [after_round]), *map(_as_hook, callbacks)]
     key = jax.random.key(config.train.seed, impl=config.prng_impl)
@@ -331,7 +349,9 @@ def run_executor(
     run_stop = RunStop(stop)
     store = ParamStore(config.pipeline.lag, start.round)
     store.publish(start.round, start.state.params, start.updates, start.obs_stats)
-    threads, queues = start_actors(agent, envs, config, (store, run_stop, start.round))
+    threads, queues, doing = start_actors(agent, envs, config, (store, run_stop, start.round))
+    names = [env.name for env in envs]
+    watch = StallWatch(config.env.stall_seconds, names, doing, run_stop, warn or _on_stderr)
     try:
         progress, stats = learner_loop(
             learner,
@@ -339,11 +359,13 @@ def run_executor(
             queues,
             (store, run_stop),
             hooks,
+            watch,
         )
     finally:
         run_stop.set()
-        for thread in threads:
-            thread.join(JOIN_SECONDS)
+        for k, thread in enumerate(threads):
+            if k not in run_stop.stuck:  # a stuck thread cannot end: a daemon left behind
+                thread.join(JOIN_SECONDS)
     run_stop.raise_failure()
     return {
         "env": config.env.name,

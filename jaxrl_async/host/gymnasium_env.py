@@ -28,15 +28,17 @@ and PPO train on it; its kwargs are in `atari.py`.
 from __future__ import annotations
 
 import importlib
+import linecache
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import gymnasium
 import numpy as np
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
-from jaxrl_async.errors import ConfigError, EnvSpecError, building_env, first_line
+from jaxrl_async.errors import ConfigError, EnvOutputError, EnvSpecError, building_env, first_line
 from jaxrl_async.host.atari import (
     AtariLayer,
     AtariOptions,
@@ -48,7 +50,15 @@ from jaxrl_async.host.atari import (
 )
 from jaxrl_async.host.episodes import episodes_init, episodes_update
 from jaxrl_async.host.host_env import HostStep
-from jaxrl_async.host.spaces import HostSpaces, map_spaces
+from jaxrl_async.host.spaces import (
+    HostSpaces,
+    flags_mismatch,
+    map_spaces,
+    mismatch,
+    obs_shapes,
+    shape_of,
+    shapes_fit,
+)
 
 PREFIX = "gymnasium"
 _VECTORIZATION = ("sync", "async", "vector_entry_point")
@@ -195,10 +205,10 @@ def _env_entry(batch, i: int):
     return {k: v[i] for k, v in batch.items()} if isinstance(batch, dict) else batch[i]
 
 
-def _with_final(raw_obs, info: dict, done: np.ndarray) -> Any:
+def _with_final(raw_obs, info: dict, done: np.ndarray, check: Callable[[Any], None]) -> Any:
     """The observation batch before any reset: `raw_obs` with `info["final_obs"]` put in
     where `info["_final_obs"]` (same-step autoreset), or where `done` when the env gives
-    the batch without that mask (ale-py's AtariVectorEnv)."""
+    the batch without that mask (ale-py's AtariVectorEnv); `check` sees each entry first."""
     mask = info.get("_final_obs", done if "final_obs" in info else None)
     if mask is None or not np.any(mask):
         return raw_obs
@@ -206,13 +216,39 @@ def _with_final(raw_obs, info: dict, done: np.ndarray) -> Any:
     if isinstance(raw_obs, dict):
         out = {k: np.array(v) for k, v in raw_obs.items()}
         for i in np.flatnonzero(mask):
-            for k, v in _env_entry(finals, int(i)).items():
-                out[k][i] = v
+            entry = _env_entry(finals, int(i))
+            check(entry)
+            for k in out:
+                out[k][i] = entry[k]
         return out
     array = np.array(raw_obs)
     for i in np.flatnonzero(mask):
-        array[i] = _env_entry(finals, int(i))
+        entry = _env_entry(finals, int(i))
+        check(entry)
+        array[i] = entry
     return array
+
+
+# The fields of a sync vector env's step, by the buffer its loop stores each env's into.
+_SYNC_FIELDS = {
+    "_rewards": "a reward that is not one number",
+    "_terminations": "terminated that is not one bool",
+    "_truncations": "truncated that is not one bool",
+}
+
+
+def _sync_field(error: BaseException) -> str | None:
+    """Where `error` was raised by SyncVectorEnv.step itself storing one env's output in
+    its buffers (a reward that is not one number, say): that field, else None. Read from
+    the line that raised, on the failure path only."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or tb.tb_frame.f_code is not SyncVectorEnv.step.__code__:
+        return None
+    line = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+    found = [what for buffer, what in _SYNC_FIELDS.items() if buffer in line]
+    return found[0] if found else "a reward, terminated or truncated that is not one number"
 
 
 class GymnasiumVecEnv:
@@ -232,6 +268,12 @@ class GymnasiumVecEnv:
         self.num_envs: int = env.num_envs
         self.spec = spaces.spec
         self._spaces = spaces
+        # What the vector env declares of one env's observation, against which each
+        # step's batch (its shapes) and final observations are checked.
+        self._obs_space = env.single_observation_space
+        self._batch_shapes = obs_shapes(self._obs_space, self.num_envs)
+        self._entry_shapes = obs_shapes(self._obs_space)
+        self._one_each = (self.num_envs,)
         self._totals = episodes_init(self.num_envs)
         # next-step autoreset: the envs whose next step only resets them.
         self._resetting = np.zeros(self.num_envs, bool)
@@ -239,7 +281,11 @@ class GymnasiumVecEnv:
     def reset(self, seed: int) -> Any:
         """Reset every env, env i from `seed` + i (Gymnasium's rule for sync and async;
         a vector entry point seeds itself from `seed`): the same seed, the same episodes."""
-        raw_obs, info = self.env.reset(seed=seed)
+        try:
+            raw_obs, info = self.env.reset(seed=seed)
+        except (ValueError, TypeError) as e:
+            self._failed(e)
+        self._check(raw_obs)
         self._totals = episodes_init(self.num_envs)
         self._resetting = np.zeros(self.num_envs, bool)
         if self.atari is not None:
@@ -256,13 +302,17 @@ class GymnasiumVecEnv:
         expected = (self.num_envs, *self.spec.action_shape)
         if actions.shape != expected:
             raise ValueError(f"env {self.name}: actions of shape {actions.shape}, need {expected}")
-        raw_obs, reward, terminated, truncated, info = self.env.step(self._spaces.act(actions))
+        try:
+            raw_obs, reward, terminated, truncated, info = self.env.step(self._spaces.act(actions))
+        except (ValueError, TypeError) as e:
+            self._failed(e)
+        self._check(raw_obs, reward, terminated, truncated)
         next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
         valid = ~self._resetting if next_step else np.ones(self.num_envs, bool)
         terminated = np.asarray(terminated, bool) & valid
         truncated = np.asarray(truncated, bool) & valid
         done = terminated | truncated
-        raw_final = raw_obs if next_step else _with_final(raw_obs, info, done)
+        raw_final = raw_obs if next_step else _with_final(raw_obs, info, done, self._check_final)
         self._resetting = done
         # The env's own reward, summed in float64: a raw score, before any cast or clip.
         raw_reward = np.where(valid, np.asarray(reward, np.float64), 0.0)
@@ -285,6 +335,44 @@ class GymnasiumVecEnv:
             episode_length=ended_length,
             episode_done=done,
         )
+
+    def _check(self, raw_obs, reward=None, terminated=None, truncated=None) -> None:
+        """An EnvOutputError unless the batch has the shapes the spaces declare (a reset's
+        observations alone): a few tuples compared on every step."""
+        each = self._one_each
+        if shapes_fit(raw_obs, self._batch_shapes) and (
+            reward is None
+            or shape_of(reward) == shape_of(terminated) == shape_of(truncated) == each
+        ):
+            return
+        found = mismatch(raw_obs, self._obs_space, self.num_envs, "observations")
+        if found is None and reward is not None:
+            found = flags_mismatch(reward, terminated, truncated, self.num_envs)
+        raise EnvOutputError(self.name, found or "returned a batch its spaces do not declare")
+
+    def _check_final(self, entry) -> None:
+        """An EnvOutputError unless one env's final observation fits its space."""
+        if not shapes_fit(entry, self._entry_shapes):
+            found = mismatch(entry, self._obs_space, what="a final observation (info['final_obs'])")
+            raise EnvOutputError(
+                self.name, found or "returned a final observation of another shape"
+            )
+
+    def _failed(self, error: Exception) -> NoReturn:
+        """Re-raise what the vector env's reset or step raised, as an EnvOutputError where
+        a sync vector env could not batch its envs' outputs: an observation its space does
+        not declare (the envs' own, compared one by one), or a field that is not one number."""
+        base = self.env.unwrapped
+        if isinstance(base, SyncVectorEnv):
+            for obs in getattr(base, "_env_obs", ()):
+                found = mismatch(obs, self._obs_space)
+                if found is not None:
+                    raise EnvOutputError(self.name, found) from error
+            field = _sync_field(error)
+            if field is not None:
+                why = f"{type(error).__name__}: {first_line(error)}"
+                raise EnvOutputError(self.name, f"returned {field} ({why})") from error
+        raise error
 
     def close(self) -> None:
         self.env.close()

@@ -186,8 +186,8 @@ def train_host_run(
     """Train a host-env config as `trainer.train` does a JAX env's: a TrainResult.
 
     Raises TrainingInterrupted after saving on Ctrl-C / SIGTERM (or `stop`, set from
-    another thread), and an ActorError (a RunFailure of one line) when an env fails;
-    checkpoints already written stay.
+    another thread), and an ActorError (a RunFailure of one line) when an env fails or
+    stalls (env.stall_seconds: an ActorStalled); checkpoints already written stay.
     """
     wall_start = time.perf_counter()
     configure_compile_cache(config.train.compile_cache)
@@ -204,7 +204,7 @@ def train_host_run(
     try:
         with interrupts_between_calls(on_signal=stop.set):
             result = run_executor(
-                config, agent, envs, stop=stop, start=start, after_round=boundaries
+                config, agent, envs, stop=stop, start=start, after_round=boundaries, warn=log.warn
             )
         rounds = start.round + result["rounds"]
         final = Progress(

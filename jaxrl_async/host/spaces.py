@@ -122,3 +122,99 @@ def map_spaces(name: str, observation_space, action_space) -> HostSpaces:
     high = np.broadcast_to(np.asarray(action_space.high, np.float32), shape)
     spec = EnvSpec(obs_shape, obs_dtype, False, 0, shape, np.dtype(np.float32), low, high)
     return HostSpaces(spec, observe, _cast(env_dtype))
+
+
+# What a host env returns, against what its spaces declare. The adapter compares shapes
+# on every step (`shapes_fit`: a few tuples); `mismatch` says what broke the space, and
+# how, once a step failed that check or failed inside the vector env.
+
+
+def shape_of(value: Any) -> tuple[int, ...] | None:
+    """`np.shape(value)`; None for a ragged sequence."""
+    try:
+        return np.shape(value)
+    except (ValueError, TypeError):  # a ragged sequence
+        return None
+
+
+def _shown(value: Any) -> str:
+    """`value`'s shape and dtype as numpy sees them (or its type, where it is no array)."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):  # a ragged sequence
+        return f"type {type(value).__name__} (no array)"
+    return f"shape {array.shape}, dtype {array.dtype}"
+
+
+def obs_shapes(space, *leading: int) -> Any:
+    """The shape of an observation of `space` (by key for a Dict), after `leading` axes:
+    `obs_shapes(space)` one env's, `obs_shapes(space, num_envs)` a batch's."""
+    if isinstance(space, spaces.Dict):
+        return {key: obs_shapes(sub, *leading) for key, sub in space.spaces.items()}
+    return (*leading, *space.shape)
+
+
+def shapes_fit(value: Any, shapes: Any) -> bool:
+    """Whether `value` has the shapes `obs_shapes` gave (shapes only: the adapter casts
+    dtypes). The adapter's check of every step."""
+    if isinstance(shapes, dict):
+        return isinstance(value, dict) and all(
+            key in value and shape_of(value[key]) == shape for key, shape in shapes.items()
+        )
+    return shape_of(value) == shapes
+
+
+def _fits(value: Any, space, num_envs: int | None) -> bool:
+    if num_envs is not None:  # a batch: shapes only (the adapter casts dtypes)
+        return shape_of(value) == (num_envs, *space.shape)
+    try:  # one env's, by the rule Gymnasium's vector envs batch it by
+        array = np.asarray(value)
+    except (ValueError, TypeError):
+        return False
+    return array.shape == tuple(space.shape) and np.can_cast(array.dtype, space.dtype, "same_kind")
+
+
+def mismatch(
+    value: Any,
+    space,
+    num_envs: int | None = None,
+    what: str = "an observation",
+    where: str = "its observation_space",
+) -> str | None:
+    """`value` against the (single) observation space its env declares: None where it
+    fits; else a line of what it returned and what the space declares ("returned an
+    observation of shape (3,), dtype float64; its observation_space declares (4,),
+    float32"). One env's observation (`num_envs` None) fits with the space's shape and a
+    dtype that casts to the space's within its kind, as Gymnasium's vector envs batch it;
+    a batch of `num_envs` (`what` "observations") with shape [num_envs, *shape]."""
+    if isinstance(space, spaces.Dict):
+        if not isinstance(value, dict):
+            return f"returned {what} of {_shown(value)}; {where} declares a Dict"
+        for key, sub in space.spaces.items():
+            if key not in value:
+                return f"returned {what} without {key!r}; {where} declares {list(space.spaces)}"
+            found = mismatch(value[key], sub, num_envs, f"{what}[{key!r}]", f"{where}[{key!r}]")
+            if found is not None:
+                return found
+        return None
+    if getattr(space, "shape", None) is None or _fits(value, space, num_envs):
+        return None
+    declared = f"{tuple(space.shape)}, {np.dtype(space.dtype)}"
+    if num_envs is None:
+        return f"returned {what} of {_shown(value)}; {where} declares {declared}"
+    return (
+        f"returned {what} of {_shown(value)} for its {num_envs} envs; "
+        f"{where} declares {declared} for each"
+    )
+
+
+def flags_mismatch(reward: Any, terminated: Any, truncated: Any, num_envs: int) -> str | None:
+    """A vector env's rewards and flags: None where each is one per env ([num_envs]); else
+    a line of which is not, and what it returned."""
+    for what, value in (("rewards", reward), ("terminated", terminated), ("truncated", truncated)):
+        if shape_of(value) != (num_envs,):
+            return (
+                f"returned {what} of {_shown(value)} for its {num_envs} envs; "
+                f"one per env is shape ({num_envs},)"
+            )
+    return None

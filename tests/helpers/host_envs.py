@@ -5,14 +5,21 @@ Importing this module registers them with Gymnasium:
 
 - `HostCorridor-v0`: `Corridor` under a TimeLimit of LIMIT steps;
 - `HostSpaces-v0`: `SpacesEnv`, whose spaces are its kwargs (the refusal tests);
-- `HostFaulty-v0`: `Faulty`, a corridor that raises or goes non-finite (the executor).
+- `HostFaulty-v0`: `Faulty`, a corridor that raises or goes non-finite (the executor);
+- `HostStalling-v0`: `Stalling`, a corridor whose step stops returning (the stall watch);
+- `HostMisshapen-v0`, `HostMisshapenVector-v0`: a corridor, and a vector env of them,
+  whose outputs break their declared spaces mid-run.
 """
 
 from __future__ import annotations
 
+import threading
+
 import gymnasium
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorWrapper
+from gymnasium.wrappers import TimeLimit
 
 LENGTH = 3  # the goal's position
 LIMIT = 5  # the TimeLimit
@@ -114,3 +121,85 @@ class Faulty(Corridor):
 
 if "HostFaulty-v0" not in gymnasium.registry:
     gymnasium.register(id="HostFaulty-v0", entry_point=Faulty, max_episode_steps=LIMIT)
+
+
+# Set to end every Stalling env's hang in this process (a test's teardown); a process of
+# its own never sets it, so its hang lasts.
+RELEASE = threading.Event()
+
+
+class Stalling(Corridor):
+    """`Corridor` whose step never returns (until RELEASE is set) from its `hang_at`-th
+    step on, counted over episodes, where its first reset's seed is `hang_seeds_from` or
+    more (in a run of seed 0, the envs of global index `hang_seeds_from` and after): a
+    simulator that stops answering, for the stall watch."""
+
+    def __init__(self, hang_at: int = 10, hang_seeds_from: int = 0):
+        super().__init__()
+        self.hang_at, self.hang_seeds_from, self.total = hang_at, hang_seeds_from, 0
+        self.first_seed: int | None = None
+
+    def reset(self, *, seed=None, options=None):
+        if self.first_seed is None:
+            self.first_seed = seed
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self.total += 1
+        if self.total >= self.hang_at and (self.first_seed or 0) >= self.hang_seeds_from:
+            RELEASE.wait()
+        return super().step(action)
+
+
+class Misshapen(Corridor):
+    """`Corridor` that breaks its declared spaces from its `break_at`-th step on, counted
+    over episodes: an observation of shape (3,) in float64 where its episode goes on
+    (`broken="obs"`) or where it ends (`"final_obs"`: the observation to bootstrap from),
+    or a reward of shape (2,) (`"reward"`)."""
+
+    def __init__(self, break_at: int = 10, broken: str = "obs"):
+        super().__init__()
+        self.break_at, self.broken, self.total = break_at, broken, 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.total += 1
+        if self.total >= self.break_at:
+            ended = terminated or self.steps >= LIMIT  # LIMIT: TimeLimit truncates it
+            if self.broken == ("final_obs" if ended else "obs"):
+                obs = np.zeros(3)
+            elif self.broken == "reward":
+                reward = np.array([reward, reward])
+        return obs, reward, terminated, truncated, info
+
+
+class MisshapenVector(VectorWrapper):
+    """Sync vector env of `Corridor`s (same-step autoreset) whose batches break the
+    declared spaces from its `break_at`-th step on: observations [B, 1] (`broken="obs"`),
+    or rewards [B, 1] (`"rewards"`). A vector entry point as a user may write one."""
+
+    def __init__(self, num_envs: int, break_at: int = 10, broken: str = "obs", **kwargs):
+        envs = [lambda: TimeLimit(Corridor(), LIMIT) for _ in range(num_envs)]
+        super().__init__(SyncVectorEnv(envs, autoreset_mode=AutoresetMode.SAME_STEP))
+        self.break_at, self.broken, self.total = break_at, broken, 0
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.total += 1
+        if self.total >= self.break_at:
+            if self.broken == "obs":
+                obs = obs[:, :1]
+            else:
+                reward = reward[:, None]
+        return obs, reward, terminated, truncated, info
+
+
+for _id, _entry, _vector in (
+    ("HostStalling-v0", Stalling, None),
+    ("HostMisshapen-v0", Misshapen, None),
+    ("HostMisshapenVector-v0", None, MisshapenVector),
+):
+    if _id not in gymnasium.registry:
+        gymnasium.register(
+            id=_id, entry_point=_entry, vector_entry_point=_vector, max_episode_steps=LIMIT
+        )
