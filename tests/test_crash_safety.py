@@ -80,38 +80,63 @@ def test_a_save_that_cannot_write_ends_the_run_on_one_line(tmp_path, monkeypatch
     assert checkpoint.steps(run_dir / "checkpoints") == [2048]
 
 
+# Two log points, a checkpoint at each: a JAX env's run, and a host env's (actor threads).
+TWO_POINTS = {
+    "jax": [*SHORT, "checkpoint.every=1024", "checkpoint.keep=1"],
+    "host": [
+        "ppo_gymnasium_cartpole",
+        "env.num_envs=4",
+        "pipeline.rollout_len=8",
+        "agent.hidden_sizes=[8]",
+        "agent.num_minibatches=2",
+        "train.total_steps=64",
+        "train.log_every=32",
+        "train.progress=false",
+        "checkpoint.every=32",
+        "checkpoint.keep=1",
+    ],
+}
+
+
 @pytest.mark.parametrize("name", ["metrics.jsonl", "summary.json"])
-def test_a_log_file_that_cannot_be_written_ends_the_run_on_one_line(tmp_path, monkeypatch, name):
+@pytest.mark.parametrize("engine", ["jax", "host"])
+def test_a_log_file_that_cannot_be_written_ends_the_run_on_one_line(
+    tmp_path, monkeypatch, engine, name
+):
     """The disk fills while writing the second record of metrics.jsonl (the checkpoint of
-    the first call is whole) or summary.json (the last checkpoint is whole): one line
+    the first log point is whole) or summary.json (the last checkpoint is whole): one line
     naming the file and the intact checkpoint, exit 1, no half-written summary.json, and
-    the printed resume command ends the run as the uninterrupted one."""
-    run_dir = tmp_path / "run"
-    args = [*SHORT, "checkpoint.every=1024", "checkpoint.keep=1", "--run-dir", str(run_dir)]
+    the printed resume command finishes the run (a JAX env's as the uninterrupted one)."""
+    if engine == "host":
+        pytest.importorskip("gymnasium")
+    run_dir, args = tmp_path / "run", TWO_POINTS[engine]
+    steps = [1024, 2048] if engine == "jax" else [32, 64]
     with monkeypatch.context() as patches:
         fill_disk_at(patches, name, writes=1)
-        code, err = run_cli_in_process("train", *args, cwd=tmp_path)
-    assert code == 1
+        code, err = run_cli_in_process("train", *args, "--run-dir", str(run_dir), cwd=tmp_path)
+    assert code == 1, err
     [line] = err.splitlines()
-    intact = 1024 if name == "metrics.jsonl" else 2048
+    intact = steps[0] if name == "metrics.jsonl" else steps[1]
     assert line == (
         f"jaxrl-async: error: cannot write {run_dir / name}: No space left on device "
         f"({run_dir}/checkpoints/{intact} is intact); resume with: jaxrl-async resume {run_dir}"
     )
     assert checkpoint.steps(run_dir / "checkpoints") == [intact]
     assert not (run_dir / "summary.json").exists() and not list(run_dir.glob("*.tmp"))
-    assert [r["env_steps"] for r in records(run_dir)] == [1024, 2048][: 1 if intact == 1024 else 2]
+    assert [r["env_steps"] for r in records(run_dir)] == [s for s in steps if s <= intact]
 
     code, err = run_cli_in_process(
         *line.split("resume with: jaxrl-async ")[1].split(), cwd=tmp_path
     )
     assert code == 0, err
-    whole = tmp_path / "whole"
-    code, err = run_cli_in_process("train", *args[:-1], str(whole), cwd=tmp_path)
-    assert code == 0, err
-    assert_same_records(records(run_dir), records(whole))
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["env_steps"] == 2048 and summary["resumed_from"] == intact
+    assert summary["env_steps"] == steps[1] and summary["resumed_from"] == intact
+    assert [r["env_steps"] for r in records(run_dir)] == steps
+    if engine == "jax":  # a host run's resume starts its simulators afresh: not bitwise
+        whole = tmp_path / "whole"
+        code, err = run_cli_in_process("train", *args, "--run-dir", str(whole), cwd=tmp_path)
+        assert code == 0, err
+        assert_same_records(records(run_dir), records(whole))
 
 
 # Tiny runs of eight host calls, each call checkpointed.

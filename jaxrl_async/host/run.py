@@ -20,7 +20,6 @@ restored parameters. It continues its counts and its learning, not bit for bit.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -50,6 +49,7 @@ from jaxrl_async.host.placement import host_devices, host_placement
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
 from jaxrl_async.interrupts import interrupts_between_calls
 from jaxrl_async.layout import Layout
+from jaxrl_async.logging import RunFileError
 from jaxrl_async.memory import check_fits
 from jaxrl_async.runlog import RunLog
 from jaxrl_async.runloop import due
@@ -201,30 +201,44 @@ def train_host_run(
     log = RunLog(config, plan, run_dir, callbacks, True)
     boundaries = Boundaries(config, plan, log, saver)
     stop = stop if stop is not None else threading.Event()
-    try:
-        with interrupts_between_calls(on_signal=stop.set):
-            result = run_executor(
-                config, agent, envs, stop=stop, start=start, after_round=boundaries, warn=log.warn
+    # metrics.jsonl or summary.json that cannot be written: one line, resumable.
+    with rundir.naming_intact(run_dir):
+        try:
+            with interrupts_between_calls(on_signal=stop.set):
+                result = run_executor(
+                    config,
+                    agent,
+                    envs,
+                    stop=stop,
+                    start=start,
+                    after_round=boundaries,
+                    warn=log.warn,
+                )
+            rounds = start.round + result["rounds"]
+            final = Progress(
+                result["state"],
+                result["updates"],
+                rounds,
+                [],
+                result["replay"],
+                result["obs_stats"],
             )
-        rounds = start.round + result["rounds"]
-        final = Progress(
-            result["state"], result["updates"], rounds, [], result["replay"], result["obs_stats"]
-        )
-        boundaries.flush(final.rounds)
-        boundaries.save(final, wait=True)
-    except RunFailure as e:
-        boundaries.flush()
-        e.run_dir = run_dir if saver is not None and saver.steps() else None
-        raise
-    finally:
-        log.close()
-        if saver is not None:
-            saver.close()
-    if result["stopped_early"]:  # resumable where a checkpoint was saved (not before round 1)
-        saved = saver is not None and boundaries.saved > 0
-        raise TrainingInterrupted(final.rounds * plan.batch, run_dir if saved else None)
-    summary = summarize_host(config, plan, result, wall_start, boundaries)
-    return _finish(config, log, result, summary, run_dir)
+            boundaries.flush(final.rounds)
+            boundaries.save(final, wait=True)
+        except RunFailure as e:
+            if not isinstance(e, RunFileError):  # metrics.jsonl itself may be what failed
+                boundaries.flush()
+            e.run_dir = run_dir if saver is not None and saver.steps() else None
+            raise
+        finally:
+            log.close()
+            if saver is not None:
+                saver.close()
+        if result["stopped_early"]:  # resumable where a checkpoint was saved (not before round 1)
+            saved = saver is not None and boundaries.saved > 0
+            raise TrainingInterrupted(final.rounds * plan.batch, run_dir if saved else None)
+        summary = summarize_host(config, plan, result, wall_start, boundaries)
+        return _finish(config, log, result, summary, run_dir)
 
 
 def _open(config: Config, run_dir: Path | None, resume: bool):
@@ -244,7 +258,7 @@ def _open(config: Config, run_dir: Path | None, resume: bool):
         raise
     if plan.point is None and run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(config.to_yaml())
+        rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
     return plan, envs, agent, start
 
 
@@ -253,7 +267,7 @@ def _finish(config: Config, log: RunLog, result: dict, summary: dict, run_dir: P
     from jaxrl_async.trainer import TrainResult
 
     if run_dir is not None:
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        rundir.write_summary(run_dir, summary)
         tracking.finish(run_dir, summary)
     final_text = "-" if summary["final_return"] is None else f"{summary['final_return']:.1f}"
     log.progress.write(
