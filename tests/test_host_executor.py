@@ -19,7 +19,14 @@ import pytest
 
 from jaxrl_async.config import load_config
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.host import ActorError, make_actor_envs, make_host_agent, run_executor, train_host
+from jaxrl_async.host import (
+    ActorError,
+    make_actor_envs,
+    make_host_agent,
+    record_hook,
+    run_executor,
+    train_host,
+)
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
 from tests.helpers.host_probe import make_probe_agent
 from tests.helpers.host_runs import BOUND, bounded, cartpole_final_returns, with_threads
@@ -53,7 +60,7 @@ def run_probe(config, stop=None):
     envs = make_actor_envs(config)
     result = bounded(
         lambda: run_executor(
-            config, make_probe_agent(), envs, callbacks=[records.append], stop=stop
+            config, make_probe_agent(), envs, hooks=[record_hook(records.append)], stop=stop
         )
     )
     return result, records
@@ -172,7 +179,9 @@ def test_stop_event_ends_every_thread():
     envs = make_actor_envs(config)
     start = time.perf_counter()
     result = bounded(
-        lambda: run_executor(config, make_probe_agent(), envs, callbacks=[stop_at_five], stop=stop)
+        lambda: run_executor(
+            config, make_probe_agent(), envs, hooks=[record_hook(stop_at_five)], stop=stop
+        )
     )
     assert time.perf_counter() - start < BOUND
     assert result["stopped_early"] and result["rounds"] == 5 == len(records)

@@ -18,6 +18,7 @@ from jaxrl_async.host.episodes import EpisodeTotals, episodes_init, episodes_upd
 from jaxrl_async.host.executor import (
     make_actor_envs,
     make_host_agent,
+    record_hook,
     run_executor,
     train_host,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "make_host_env",
     "map_spaces",
     "parse_name",
+    "record_hook",
     "run_executor",
     "train_host",
 ]

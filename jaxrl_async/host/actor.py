@@ -203,13 +203,20 @@ def _episodes(host_steps: list[HostStep]) -> tuple[np.ndarray, np.ndarray]:
     return returns.astype(np.float64), lengths.astype(np.int64)
 
 
+class Exchange(NamedTuple):
+    """What the learner shares with every actor thread: the parameters it publishes per
+    round slot, and the run's stop (set by either side)."""
+
+    store: ParamStore
+    stop: RunStop
+
+
 def run_actor(
     env: GymnasiumVecEnv,
     policy: Callable,
     plan: ActorPlan,
-    store: ParamStore,
+    exchange: Exchange,
     out: queue.Queue,
-    stop: RunStop,
     memory: Memory | None = None,
     doing: Doing | None = None,
 ) -> None:
@@ -220,6 +227,7 @@ def run_actor(
     as one line naming the env; the env is closed however the thread ends. `doing` is
     marked with where the thread is (the stall watch's line, `stall.py`)."""
     device = plan.device or jax.devices()[0]
+    store, stop = exchange
     doing = doing if doing is not None else Doing()
     try:
         doing.now = "reset"

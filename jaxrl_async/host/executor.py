@@ -47,7 +47,7 @@ import numpy as np
 from jaxrl_async.agents import make_agent
 from jaxrl_async.config import HOST_RECURRENT_REPLAY, Config
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.host.actor import ActorPlan, Trajectory, make_policy, run_actor
+from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, make_policy, run_actor
 from jaxrl_async.host.by_name import HOST_NAMES, make_host_env
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge
@@ -197,12 +197,11 @@ def start_actors(
     agent: Agent,
     envs: Sequence[GymnasiumVecEnv],
     config: Config,
-    context: tuple[ParamStore, RunStop, int],
+    exchange: Exchange,
+    first_round: int,
 ) -> tuple[list[threading.Thread], list[queue.Queue], list[Doing]]:
-    """One daemon thread per env, each with its own queue of lag + 1 trajectories and
-    where it is (`stall.Doing`); `context` = (the parameter store, the stop, the first
-    round)."""
-    store, stop, first_round = context
+    """One daemon thread per env from `first_round` on, each with its own queue of
+    lag + 1 trajectories and where it is (`stall.Doing`)."""
     act_key = jax.random.fold_in(jax.random.key(config.train.seed, impl=config.prng_impl), 1)
     threads, queues, doing, first_env = [], [], [], 0
     for k, env in enumerate(envs):
@@ -222,7 +221,7 @@ def start_actors(
         doing.append(Doing())
         thread = threading.Thread(
             target=run_actor,
-            args=(env, policy, plan, store, q, stop, memory, doing[-1]),
+            args=(env, policy, plan, exchange, q, memory, doing[-1]),
             name=f"host-actor-{k}",
             daemon=True,
         )
@@ -238,14 +237,14 @@ def learner_loop(
     learner: Learner,
     progress: Progress,
     queues: Sequence[queue.Queue],
-    context: tuple[ParamStore, RunStop],
+    exchange: Exchange,
     hooks: Sequence[Callable[[Progress, dict], None]],
     watch: StallWatch | None = None,
 ) -> tuple[Progress, dict]:
     """Consume rounds until `learner.rounds`, publishing slot r + 1 after round r and
     handing each round's record to every hook(progress, record); (progress, loop stats).
     Ends early, with what it has, once the stop is set (by `watch` too: a stall)."""
-    store, stop = context
+    store, stop = exchange
     lags: list[float] = []
     times, batch, first = RoundTimes(), 0, progress.rounds
     for r in range(first, learner.rounds):
@@ -300,8 +299,8 @@ def _on_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _as_hook(callback: Callable[[dict], None]) -> Callable[[Progress, dict], None]:
-    """A callback of records as a learner-loop hook."""
+def record_hook(callback: Callable[[dict], None]) -> Callable[[Progress, dict], None]:
+    """A callback of records (as `train` takes) as a learner-loop hook."""
     return lambda progress, record: callback(record)
 
 
@@ -325,31 +324,30 @@ def run_executor(
     agent: Agent,
     envs: Sequence[GymnasiumVecEnv],
     *,
-    callbacks: Sequence[Callable[[dict], None]] = (),
+    hooks: Sequence[Callable[[Progress, dict], None]] = (),
     stop: threading.Event | None = None,
     start: Start | None = None,
-    after_round: Callable[[Progress, dict], None] | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> dict:
     """Train `agent` on `envs` (one per actor thread, `make_actor_envs`), which it closes.
 
-    Every record (one per round) goes to each callback, in the learner's thread. Setting
-    `stop` ends the run early with the result so far; an actor's failure raises an
-    ActorError of one line, an actor that hands in no round for env.stall_seconds an
-    ActorStalled (its thread, stuck, left behind). `start` continues a run (restored
-    state, its updates and rounds; the envs restart from fresh seeded resets); by default
-    a fresh one. `after_round(progress, record)` runs after each update, before the
-    callbacks (the run's logs and checkpoints, `run.py`). `warn(line)` shows a warning
-    (a stall at half its time; default: on stderr).
+    After each update every hook(progress, record) runs in the learner's thread, in
+    order (the run's logs and checkpoints, `run.py`; a callback of records through
+    `record_hook`). Setting `stop` ends the run early with the result so far; an actor's
+    failure raises an ActorError of one line, an actor that hands in no round for
+    env.stall_seconds an ActorStalled (its thread, stuck, left behind). `start` continues
+    a run (restored state, its updates and rounds; the envs restart from fresh seeded
+    resets); by default a fresh one. `warn(line)` shows a warning (a stall at half its
+    time; default: on stderr).
     """
-    hooks = [*([] if after_round is None else [after_round]), *map(_as_hook, callbacks)]
     key = jax.random.key(config.train.seed, impl=config.prng_impl)
     learner = make_learner(config, agent, envs[0].spec, key)
     start = _ready(start, config, agent, envs[0].spec, learner, key)
     run_stop = RunStop(stop)
     store = ParamStore(config.pipeline.lag, start.round)
     store.publish(start.round, start.state.params, start.updates, start.obs_stats)
-    threads, queues, doing = start_actors(agent, envs, config, (store, run_stop, start.round))
+    exchange = Exchange(store, run_stop)
+    threads, queues, doing = start_actors(agent, envs, config, exchange, start.round)
     names = [env.name for env in envs]
     watch = StallWatch(config.env.stall_seconds, names, doing, run_stop, warn or _on_stderr)
     try:
@@ -357,7 +355,7 @@ def run_executor(
             learner,
             Progress(start.state, start.updates, start.round, [], start.replay, start.obs_stats),
             queues,
-            (store, run_stop),
+            exchange,
             hooks,
             watch,
         )
@@ -403,4 +401,4 @@ def train_host(
         for env in envs:
             env.close()
         raise
-    return run_executor(config, agent, envs, callbacks=callbacks, stop=stop)
+    return run_executor(config, agent, envs, hooks=[*map(record_hook, callbacks)], stop=stop)

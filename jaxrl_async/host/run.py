@@ -211,7 +211,7 @@ def train_host_run(
                     envs,
                     stop=stop,
                     start=start,
-                    after_round=boundaries,
+                    hooks=[boundaries],
                     warn=log.warn,
                 )
             rounds = start.round + result["rounds"]
