@@ -8,7 +8,7 @@ from jaxrl_async._xla_flags import apply_default_xla_flags
 
 apply_default_xla_flags()
 
-from jaxrl_async.config import Config, load_config  # noqa: E402
+from jaxrl_async.config.loader import Config, load_config  # noqa: E402
 from jaxrl_async.errors import (  # noqa: E402
     ConfigError,
     EnvSpecError,
@@ -17,13 +17,13 @@ from jaxrl_async.errors import (  # noqa: E402
 )
 
 _LAZY = {
-    "train": "jaxrl_async.trainer",
-    "resume": "jaxrl_async.trainer",
-    "TrainResult": "jaxrl_async.trainer",
+    "train": "jaxrl_async.run.trainer",
+    "resume": "jaxrl_async.run.trainer",
+    "TrainResult": "jaxrl_async.run.trainer",
     "make": "jaxrl_async.envs",
-    "sweep": "jaxrl_async.sweeps",
-    "resume_sweep": "jaxrl_async.sweeps",
-    "choose_layout": "jaxrl_async.layout",
+    "sweep": "jaxrl_async.run.sweeps",
+    "resume_sweep": "jaxrl_async.run.sweeps",
+    "choose_layout": "jaxrl_async.pipeline.layout",
 }
 
 

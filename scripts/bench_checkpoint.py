@@ -29,8 +29,8 @@ from pathlib import Path
 import jax
 
 import jaxrl_async
-from jaxrl_async import checkpoint as ckpt
-from jaxrl_async.build import build_pipeline
+from jaxrl_async.pipeline.build import build_pipeline
+from jaxrl_async.run import checkpoint as ckpt
 
 
 def spread(values, scale=1.0, fmt="{:.1f}"):

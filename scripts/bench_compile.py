@@ -37,8 +37,8 @@ import json, sys, time
 import jax
 jax.config.update("jax_enable_compilation_cache", False)
 import jaxrl_async
-from jaxrl_async.build import build_pipeline
-from jaxrl_async.pipeline import compile_init
+from jaxrl_async.pipeline.build import build_pipeline
+from jaxrl_async.pipeline.program import compile_init
 
 name, options, overrides = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 config = jaxrl_async.load_config(name, overrides + ["train.progress=false"])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Image-torso gradients inside a loop on the CPU: `jaxrl_async.conv`'s canonical
+"""Image-torso gradients inside a loop on the CPU: `jaxrl_async.nn.conv`'s canonical
 gradient convolutions against JAX's own, interleaved.
 
     python scripts/bench_conv_grad.py                        # Nature torso, 84x84x4 frames
@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxrl_async import conv
-from jaxrl_async.image_torsos import IMAGE_TORSOS
+from jaxrl_async.nn import conv
+from jaxrl_async.nn.torsos import IMAGE_TORSOS
 
 OURS = conv.conv_general_dilated
 

@@ -2,7 +2,7 @@
 """The cost of the divergence check: training SPS with it against the same run without.
 
 With the check (as shipped) each tick also reports the learner's `param_abs_max` and the
-host checks every host call's metrics (divergence.py). Without it, the chunk scans the
+host checks every host call's metrics (run/divergence.py). Without it, the chunk scans the
 bare tick and the host checks nothing. The two run alternately in this process, each
 config `--runs` times per variant, from the persistent compile cache (SPS leaves compile
 out); the table gives each variant's SPS and the ratio of each pair, as median
@@ -26,9 +26,10 @@ import time
 import jax
 
 import jaxrl_async
-from jaxrl_async import divergence, pipeline
-from jaxrl_async.build import build_pipeline
-from jaxrl_async.pipeline import compile_chunk
+from jaxrl_async.pipeline import program as pipeline
+from jaxrl_async.pipeline.build import build_pipeline
+from jaxrl_async.pipeline.program import compile_chunk
+from jaxrl_async.run import divergence
 
 CONFIGS = {"ppo_cartpole": 262_144, "dqn_cartpole": 65_536}
 

@@ -24,13 +24,13 @@ import statistics
 import sys
 from pathlib import Path
 
+from jaxrl_async.analysis.plot import _pyplot, _save, load_run
 from jaxrl_async.errors import UserError
-from jaxrl_async.plot import _pyplot, _save, load_run
 
 
 def load(run_dir: Path) -> dict:
     """A seed's config name and its records' (clock seconds, env steps, return)."""
-    run = load_run(run_dir)  # the records plot.py reads; UserError if there are none
+    run = load_run(run_dir)  # the records analysis/plot.py reads; UserError if there are none
     summary = json.loads((Path(run_dir) / "summary.json").read_text())
     offset = summary["wall_seconds"] - summary["train_seconds"]
     points = list(

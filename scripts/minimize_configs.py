@@ -1,8 +1,8 @@
 """Drop the keys of the shipped config YAMLs that equal their dataclass's default.
 
-A shipped config holds only what differs from the defaults (jaxrl_async/config.py for
+A shipped config holds only what differs from the defaults (jaxrl_async/config/loader.py for
 env, pipeline, replay, train, checkpoint and eval; the agent's class in
-jaxrl_async/agents/configs.py, chosen by agent.name), so that it reads as the list of its
+jaxrl_async/config/agents.py, chosen by agent.name), so that it reads as the list of its
 choices. `agent.name` and `env.name` always stay. The header comment, key order and the
 remaining lines are kept as written; a section left empty is dropped.
 
@@ -25,8 +25,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from jaxrl_async.agents.configs import AGENT_CONFIGS
-from jaxrl_async.config import CONFIG_DIR, Config, load_config
+from jaxrl_async.config.agents import AGENT_CONFIGS
+from jaxrl_async.config.loader import CONFIG_DIR, Config, load_config
 
 KEEP = {("agent", "name"), ("env", "name")}
 
@@ -89,7 +89,7 @@ def differing_from(rev: str) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         for path in sorted(CONFIG_DIR.glob("*.yaml")):
             shown = subprocess.run(
-                ["git", "show", f"{rev}:jaxrl_async/configs/{path.name}"],
+                ["git", "show", f"{rev}:jaxrl_async/config/yaml/{path.name}"],
                 capture_output=True,
                 text=True,
                 cwd=CONFIG_DIR,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The random-policy returns of jaxrl_async/reference_scores.py's table, measured.
+"""The random-policy returns of jaxrl_async/analysis/reference_scores.py's table, measured.
 
     python scripts/reference_scores.py                 # every env of the table
     python scripts/reference_scores.py --episodes 1000 --envs CartPole-v1
@@ -48,7 +48,7 @@ def random_returns(name: str, episodes: int, seed: int, max_steps: int = 10_000)
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
-    from jaxrl_async.reference_scores import REFERENCE
+    from jaxrl_async.analysis.reference_scores import REFERENCE
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=10_000)

@@ -67,7 +67,7 @@ def versions() -> dict[str, str]:
 def train_seed(name: str, seed: int, overrides: list[str], run_dir: Path) -> dict:
     """Train one seed of config `name`; its records and summary go to `run_dir`."""
     import jaxrl_async
-    from jaxrl_async.logging import JsonlSink
+    from jaxrl_async.run.sinks import JsonlSink
 
     config = jaxrl_async.load_config(name, [*BASE_OVERRIDES, *overrides, f"train.seed={seed}"])
     if run_dir.exists():
@@ -99,7 +99,7 @@ def run_config(
     A seed that raises ends the config: its row keeps the seeds done and the error.
     """
     import jaxrl_async
-    from jaxrl_async.plot import plot_runs
+    from jaxrl_async.analysis.plot import plot_runs
 
     config = jaxrl_async.load_config(name, [*BASE_OVERRIDES, *overrides])
     row = {
@@ -155,7 +155,7 @@ def random_play(config, episodes: int) -> dict | None:
     """The return of uniformly random actions on the config's env, the line its curves
     are read against: measured over `episodes` episodes on a host env (its options, raw
     scores), the reference table's value for a JAX env in it, or None."""
-    from jaxrl_async.reference_scores import reference
+    from jaxrl_async.analysis.reference_scores import reference
 
     if config.env.host:
         if episodes < 2:
@@ -189,7 +189,7 @@ def _returns_cell(returns: list) -> str:
 
 def _iqm_cell(returns: list) -> str:
     """The IQM over seeds with its 95% bootstrap interval (as `jaxrl-async report`)."""
-    from jaxrl_async import stats
+    from jaxrl_async.analysis import stats
 
     finite = stats.finite(returns)
     if not finite:
@@ -215,7 +215,7 @@ def render(rows: dict[str, dict]) -> str:
     lines = [
         "# Results",
         "",
-        "Every shipped config (`jaxrl_async/configs/`) trained over several seeds at its own "
+        "Every shipped config (`jaxrl_async/config/yaml/`) trained over several seeds at its own "
         "budget by `scripts/results.py`, which wrote this file and the curves below. "
         "**final return**: the mean return of the episodes that ended in a run's last log "
         "interval (`summary.json` `final_return`), mean ± sample std over seeds; **IQM**: "
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
 
-    from jaxrl_async.config import available_configs
+    from jaxrl_async.config.loader import available_configs
     from jaxrl_async.errors import UserError
 
     shipped = available_configs()

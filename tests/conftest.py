@@ -68,7 +68,7 @@ def _add_options(monkeypatch, extra: dict, chunk: dict | None = None) -> None:
     import jax
     from jax._src.core import trace_state_clean
 
-    from jaxrl_async import pipeline
+    from jaxrl_async.pipeline import program as pipeline
 
     for name in HOST_MODULES:  # imported when a run starts: patched before then
         importlib.import_module(f"jaxrl_async.host.{name}")

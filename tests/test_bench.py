@@ -166,7 +166,7 @@ def test_profile_rejects_an_unknown_config(capsys):
 def test_bench_overrides_keep_an_off_policy_agents_rollout():
     """PPO's reference rollout and minibatches apply to on-policy configs: an off-policy
     agent's rollout sets its updates per env step, and it has no minibatches."""
-    from jaxrl_async.config import load_config
+    from jaxrl_async.config.loader import load_config
 
     assert bench.bench_overrides("ppo_cartpole", []) == list(bench.BENCH_OVERRIDES)
     for name in ("sac_pendulum", "td3_pendulum", "dqn_cartpole"):

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.errors import ConfigError, UserError
+from jaxrl_async.run import checkpoint as ckpt
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.configs import PPO_SMALL as SMALL
 from tests.helpers.resume import assert_same_records, assert_same_state, records
 
 
 def _fresh_state(config):
-    from jaxrl_async.build import build_pipeline
+    from jaxrl_async.pipeline.build import build_pipeline
 
     pipeline, _ = build_pipeline(config)
     key = jax.random.key(config.train.seed, impl=config.prng_impl)
@@ -27,7 +27,7 @@ def _fresh_state(config):
 
 
 # ---------------------------------------------------------------------------------------------
-# checkpoint.py
+# run/checkpoint.py
 
 
 @pytest.mark.slow
@@ -341,8 +341,8 @@ def test_a_resume_keeps_the_device_count_the_run_chose(tmp_path, monkeypatch):
     """`pipeline.devices=0` is chosen anew on each machine (a CPU is one device per core
     by default), but a checkpoint's layout is fixed: a resume pins the count the
     checkpoint records, and a checkpoint without one leaves the choice to the machine."""
-    from jaxrl_async import rundir
-    from jaxrl_async.layout import Machine, choose_layout
+    from jaxrl_async.pipeline.layout import Machine, choose_layout
+    from jaxrl_async.run import rundir
 
     saved = jaxrl_async.load_config("dqn_cartpole").to_yaml()
     (tmp_path / "config.yaml").write_text(saved)
@@ -368,8 +368,8 @@ def test_a_resume_keeps_the_placement_the_run_chose(tmp_path, monkeypatch):
     on a machine where auto would choose otherwise (one device) keeps the checkpoint's
     split and its two devices, so it fails clearly there instead of continuing a fused
     run; a checkpoint without a recorded placement leaves the choice to the machine."""
-    from jaxrl_async import rundir
-    from jaxrl_async.layout import Machine, choose_layout
+    from jaxrl_async.pipeline.layout import Machine, choose_layout
+    from jaxrl_async.run import rundir
 
     two, one = Machine("cpu", 2), Machine("cpu", 1)
     saved = jaxrl_async.load_config("ppo_cartpole_async").to_yaml()

@@ -220,11 +220,11 @@ def test_loading_a_config_imports_no_jax_network_optimizer_or_agent_module():
 
     code = (
         "import sys, jaxrl_async\n"
-        "from jaxrl_async.config import available_configs\n"
+        "from jaxrl_async.config.loader import available_configs\n"
         "for name in available_configs():\n"
         "    jaxrl_async.load_config(name)\n"
-        "allowed = ('jaxrl_async.agents.configs', 'jaxrl_async.agents.agent_config',\n"
-        "           'jaxrl_async.agents.replay_configs')\n"
+        "allowed = ('jaxrl_async.config.agents', 'jaxrl_async.config.agent',\n"
+        "           'jaxrl_async.config.replay_agents')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax', 'optax')\n"
         "             or m.startswith('jaxrl_async.agents.') and m not in allowed))"
     )
@@ -235,8 +235,8 @@ def test_loading_a_config_imports_no_jax_network_optimizer_or_agent_module():
 
 
 def test_activation_names_match_the_networks():
-    from jaxrl_async.agents.configs import ACTIVATION_NAMES
-    from jaxrl_async.networks import ACTIVATIONS
+    from jaxrl_async.config.agents import ACTIVATION_NAMES
+    from jaxrl_async.nn.networks import ACTIVATIONS
 
     assert sorted(ACTIVATIONS) == sorted(ACTIVATION_NAMES)
 
@@ -310,7 +310,7 @@ def test_activation_names_match_the_networks():
 def test_devices_0_chooses_by_platform_learner_and_work_per_device(
     platform, name, overrides, devices, why
 ):
-    from jaxrl_async.layout import Machine, choose_layout
+    from jaxrl_async.pipeline.layout import Machine, choose_layout
 
     config = load_config(name, overrides)
     layout = choose_layout(config, Machine(platform, 4))

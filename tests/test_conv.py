@@ -1,4 +1,4 @@
-"""`jaxrl_async.conv`: the image torsos' convolution gives lax's values and gradients, and
+"""`jaxrl_async.nn.conv`: the image torsos' convolution gives lax's values and gradients, and
 inside a loop XLA compiles every convolution of its gradient in the canonical NHWC/HWIO
 form (the form XLA's CPU compiler runs through its fast library convolutions)."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxrl_async import conv
-from jaxrl_async.image_torsos import NatureTorso
-from jaxrl_async.networks import Encoder
+from jaxrl_async.nn import conv
+from jaxrl_async.nn.networks import Encoder
+from jaxrl_async.nn.torsos import NatureTorso
 
 DN = ("NHWC", "HWIO", "NHWC")
 CANONICAL = "dim_labels=b01f_01io->b01f"

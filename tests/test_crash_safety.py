@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async import checkpoint, rundir
 from jaxrl_async.errors import TrainingInterrupted
+from jaxrl_async.run import checkpoint, rundir
 from tests.helpers.cli import run_cli_in_process, subprocess_env
 from tests.helpers.configs import DQN_TINY, PPO_SMALL
 from tests.helpers.faults import all_finite, fail_saves_after, fill_disk_at, stored_arrays

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.pipeline import DETERMINISTIC_OPTIONS
+from jaxrl_async.pipeline.program import DETERMINISTIC_OPTIONS
 from tests.helpers.configs import PPO_SMALL
 
 SMALL = PPO_SMALL

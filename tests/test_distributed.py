@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxrl_async import distributed
-from jaxrl_async.config import ConfigError, load_config
+from jaxrl_async.config.loader import ConfigError, load_config
+from jaxrl_async.run import distributed
 from tests.helpers.cli import forced_devices_flags
 
 TIMEOUT = 420  # seconds for one launch (all its processes); a hang fails the test
@@ -58,7 +58,7 @@ DQN = [
 # The Python API in one process of a job: join, load, train, gather the state whole.
 API = textwrap.dedent("""
     import json, sys
-    from jaxrl_async import distributed  # first: imports jaxrl_async, which sets XLA flags
+    from jaxrl_async.run import distributed  # first: imports jaxrl_async, which sets XLA flags
 
     name, *overrides = sys.argv[1:]
     distributed.initialize(name, overrides)  # before any other JAX call

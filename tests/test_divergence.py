@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from jaxrl_async import checkpoint
-from jaxrl_async.divergence import DivergenceGuard, non_finite
 from jaxrl_async.errors import DIVERGED_EXIT, TrainingDiverged
+from jaxrl_async.run import checkpoint
+from jaxrl_async.run.divergence import DivergenceGuard, non_finite
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.configs import PPO_SMALL
 from tests.helpers.faults import all_finite, stored_arrays

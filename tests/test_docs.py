@@ -134,7 +134,7 @@ def test_command_parses_and_its_overrides_load(page, line, error):
 
 def _check_command(page: str, line: str) -> None:
     from jaxrl_async.cli import build_parser
-    from jaxrl_async.config import available_configs, load_config
+    from jaxrl_async.config.loader import available_configs, load_config
 
     argv = _argv(line)
     if not argv or {"-h", "--help"} & set(argv):
@@ -158,7 +158,7 @@ def _check_command(page: str, line: str) -> None:
     if args.command == "train" and config in available_configs():
         load_config(config, overrides)
     elif args.command == "sweep" and config in available_configs():
-        from jaxrl_async.sweeps import split_overrides
+        from jaxrl_async.run.sweeps import split_overrides
 
         plain, grid = split_overrides(overrides, lambda o: load_config(config, o))
         assert grid, f"{page}: `{line}` sweeps nothing"

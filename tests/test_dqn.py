@@ -8,11 +8,11 @@ import pytest
 import jaxrl_async
 from jaxrl_async.agents.dqn import DQNConfig, make_dqn, td_targets
 from jaxrl_async.agents.exploration import epsilons
-from jaxrl_async.config import ReplayConfig
+from jaxrl_async.agents.returns import nstep_returns
+from jaxrl_async.config.loader import ReplayConfig
 from jaxrl_async.envs import check_env, make
-from jaxrl_async.offpolicy import make_replay_stage, nstep_transitions
 from jaxrl_async.replay import prioritized
-from jaxrl_async.returns import nstep_returns
+from jaxrl_async.replay.stage import make_replay_stage, nstep_transitions
 from jaxrl_async.types import BuildContext, NStepTransition, Transition
 from tests.helpers.configs import DQN_TINY
 from tests.helpers.learning import assert_learns, curves
@@ -188,7 +188,7 @@ def test_priorities_written_back_are_abs_td_error(cartpole_agent):
     sample_key, _ = jax.random.split(jax.random.split(key, 1)[0])
     beta = 0.4 + 0.6 * 0.5
     drawn = prioritized.sample(replay, sample_key, 16, beta)
-    net = jaxrl_async.networks.QNetwork(2, config.torso_spec())
+    net = jaxrl_async.nn.networks.QNetwork(2, config.torso_spec())
     q = net.apply(learner.params, drawn.items.obs)
     q_taken = q[jnp.arange(16), drawn.items.action]
     next_q = net.apply(learner.target_params, drawn.items.next_obs)
@@ -290,7 +290,7 @@ def test_replay_stores_raw_observations_and_the_learner_sees_them_normalised(mon
     same vector whenever it was stored) and each sampled batch reaches agent.learn
     normalised with the current statistics. NoiseEnv's first dimension has mean 3 and
     scale 2: about 3 raw, about 0 normalised."""
-    import jaxrl_async.build
+    import jaxrl_async.pipeline.build
     from tests.helpers.probe_envs import NoiseEnv
 
     seen = {}
@@ -311,7 +311,7 @@ def test_replay_stores_raw_observations_and_the_learner_sees_them_normalised(mon
         seen["agent"] = True
         return agent._replace(learn=learn)
 
-    monkeypatch.setattr(jaxrl_async.build, "make_agent", recording)
+    monkeypatch.setattr(jaxrl_async.pipeline.build, "make_agent", recording)
     config = jaxrl_async.load_config("dqn_cartpole", TINY + ["env.normalize_obs=true"])
     result = jaxrl_async.train(config, env=NoiseEnv())
     assert seen["agent"]

@@ -5,8 +5,8 @@ import jax
 import pytest
 
 import jaxrl_async
-from jaxrl_async.build import build_pipeline
 from jaxrl_async.envs import registered_envs
+from jaxrl_async.pipeline.build import build_pipeline
 
 # brax's default backend (generalized) carries constants through its contact solver and
 # mass-matrix loops that shard_map's varying-type check rejected; navix, craftax, every

@@ -19,7 +19,7 @@ from jaxrl_async.envs import (
     registered_envs,
 )
 from jaxrl_async.errors import ConfigError, EnvSpecError
-from jaxrl_async.networks import ValueHead
+from jaxrl_async.nn.networks import ValueHead
 from tests.helpers.probe_envs import (
     NoiseEnv,
     WalkEnv,
@@ -179,7 +179,7 @@ def test_episode_statistics_vmapped_equals_looped():
 
 
 from jaxrl_async.agents.common import fold_truncation  # noqa: E402
-from jaxrl_async.returns import gae  # noqa: E402
+from jaxrl_async.agents.returns import gae  # noqa: E402
 
 
 @pytest.mark.parametrize("seed", [0, 1])

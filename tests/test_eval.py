@@ -13,11 +13,11 @@ from jaxrl_async.agents.dqn import DQNConfig, make_dqn
 from jaxrl_async.agents.impala import IMPALAConfig, make_impala
 from jaxrl_async.agents.ppo import PPOConfig, make_ppo
 from jaxrl_async.agents.sac import SACConfig, make_sac
-from jaxrl_async.config import EvalConfig
+from jaxrl_async.config.loader import EvalConfig
 from jaxrl_async.envs.spec import EnvSpec
 from jaxrl_async.envs.wrappers import NormState
-from jaxrl_async.evaluate import evaluate_run, make_evaluator, obs_stats
-from jaxrl_async.networks import CategoricalPolicy, TorsoSpec
+from jaxrl_async.evaluation.evaluate import evaluate_run, make_evaluator, obs_stats
+from jaxrl_async.nn.networks import CategoricalPolicy, TorsoSpec
 from jaxrl_async.types import Agent, BuildContext
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.configs import PPO_SMALL

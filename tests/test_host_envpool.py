@@ -21,10 +21,10 @@ import pytest
 
 envpool = pytest.importorskip("envpool")
 
+from jaxrl_async.config.sections import HOST_SUITES, EnvConfig  # noqa: E402
 from jaxrl_async.errors import ConfigError, EnvSpecError  # noqa: E402
 from jaxrl_async.host import make_envpool, make_host_env  # noqa: E402
 from jaxrl_async.host.by_name import MAKERS  # noqa: E402
-from jaxrl_async.sections import HOST_SUITES, EnvConfig  # noqa: E402
 from tests.helpers.host_steps import (  # noqa: E402
     FIELDS,
     Expected,
@@ -264,7 +264,7 @@ def test_atari_false_is_envpools_env_as_it_comes():
 def test_actor_threads_split_one_pools_envs():
     """The executor's envs over two actor threads: each thread's pool resets from its
     first env's global index, so the envs are those of one pool of four."""
-    from jaxrl_async.config import load_config
+    from jaxrl_async.config.loader import load_config
     from jaxrl_async.host.actor import ActorPlan, reset_seed
     from jaxrl_async.host.executor import make_actor_envs
 

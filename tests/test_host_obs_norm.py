@@ -8,8 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async import checkpoint as ckpt
-from jaxrl_async.config import load_config
+from jaxrl_async.config.loader import load_config
 from jaxrl_async.envs.wrappers import NormalizeObservation, NormState
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host import make_gymnasium
@@ -25,6 +24,7 @@ from jaxrl_async.host.obs_norm import (
     normalize,
 )
 from jaxrl_async.host.run import saved_state, train_host_run
+from jaxrl_async.run import checkpoint as ckpt
 from tests.helpers.host_runs import CORRIDOR, SMALL
 
 NORMALISED = [f"env.name={CORRIDOR}", "env.normalize_obs=true", *SMALL]

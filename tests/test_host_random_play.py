@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import jaxrl_async
+from jaxrl_async.analysis.reference_scores import REFERENCE
 from jaxrl_async.host.random_play import random_returns
-from jaxrl_async.reference_scores import REFERENCE
 
 pytest.importorskip("gymnasium")
 

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from jax.experimental import io_callback
 
-from jaxrl_async import checkpoint as ckpt
-from jaxrl_async.config import load_config
+from jaxrl_async.config.loader import load_config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host import make_actor_envs, make_host_agent, run_executor, train_host
+from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.types import ActorClock, Agent
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
 from tests.helpers.cli import run_cli_in_process

@@ -20,9 +20,9 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_async import checkpoint as ckpt
-from jaxrl_async.config import load_config
+from jaxrl_async.config.loader import load_config
 from jaxrl_async.host.run import train_host_run
+from jaxrl_async.run import checkpoint as ckpt
 from tests.helpers import host_envs
 from tests.helpers.cli import ROOT, run_cli_in_process, subprocess_env
 from tests.helpers.host_runs import CORRIDOR, SMALL

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = ROOT / "jaxrl_async" / "configs"
+CONFIG_DIR = ROOT / "jaxrl_async" / "config" / "yaml"
 SCANNED = ("jaxrl_async", "configs", "tests")
 SUFFIXES = {".py", ".yaml", ".yml", ".md", ".txt", ".toml", ".cfg", ".json"}
 

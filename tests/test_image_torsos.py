@@ -1,4 +1,4 @@
-"""The published image torsos (`agent.torso=nature` and `impala`, image_torsos.py): their
+"""The published image torsos (`agent.torso=nature` and `impala`, nn/torsos.py): their
 shapes and parameter counts against the papers' layer sizes, uint8 frames scaled inside the
 network, the checks on the observation, and a replay that keeps frames uint8."""
 
@@ -11,11 +11,10 @@ import pytest
 from gymnax.environments import spaces
 
 import jaxrl_async
-from jaxrl_async.agents.agent_config import IMAGE_TORSO_FEATURES
-from jaxrl_async.agents.configs import DQNConfig, PPOConfig
-from jaxrl_async.build import build_pipeline
+from jaxrl_async.config.agent import IMAGE_TORSO_FEATURES
+from jaxrl_async.config.agents import DQNConfig, PPOConfig
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.image_torsos import (
+from jaxrl_async.nn.torsos import (
     IMAGE_TORSOS,
     IMPALA_BLOCKS,
     IMPALA_CHANNELS,
@@ -27,6 +26,7 @@ from jaxrl_async.image_torsos import (
     check_image_observation,
     min_image_size,
 )
+from jaxrl_async.pipeline.build import build_pipeline
 from tests.helpers.configs import DQN_TINY
 from tests.helpers.probe_envs import MatchParams, MatchState
 
@@ -175,7 +175,7 @@ def test_dqn_replay_keeps_uint8_frames():
 def test_every_head_reads_frames_through_an_image_torso():
     """A Q-network over uint8 frames: the image torso's layers in its tree, [B, A] out."""
     config = DQNConfig(torso="impala", hidden_sizes=())
-    net = jaxrl_async.networks.QNetwork(3, config.torso_spec())
+    net = jaxrl_async.nn.networks.QNetwork(3, config.torso_spec())
     x = frames(2, (10, 10, 4))
     out, params = jax.eval_shape(net.init_with_output, jax.random.key(0), x)
     assert "ImpalaTorso_0" in params["params"]["Encoder_0"]

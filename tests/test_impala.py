@@ -7,7 +7,7 @@ import pytest
 import jaxrl_async
 from jaxrl_async.agents.impala import IMPALAConfig, env_group_minibatches, make_impala
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import ValueHead
+from jaxrl_async.nn.networks import ValueHead
 from tests.helpers.learning import assert_learns, curves
 from tests.helpers.probe_envs import advantages_reference, walk_rollout
 

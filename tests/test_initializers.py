@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async.initializers import orthogonal
+from jaxrl_async.nn.initializers import orthogonal
 
 SHAPE = (6, 4)
 

@@ -9,14 +9,14 @@ import pytest
 
 import jaxrl_async
 from jaxrl_async.agents.actor_critic import make_actor_critic
-from jaxrl_async.build import build_pipeline
-from jaxrl_async.config import EvalConfig
+from jaxrl_async.config.loader import EvalConfig
 from jaxrl_async.envs import check_env, make_batched
 from jaxrl_async.envs import make as make_env
-from jaxrl_async.evaluate import make_evaluator
-from jaxrl_async.networks import RecurrentActorCritic
-from jaxrl_async.pipeline import PipelineShape, make_pipeline
-from jaxrl_async.sharding import AXIS
+from jaxrl_async.evaluation.evaluate import make_evaluator
+from jaxrl_async.nn.networks import RecurrentActorCritic
+from jaxrl_async.pipeline.build import build_pipeline
+from jaxrl_async.pipeline.program import PipelineShape, make_pipeline
+from jaxrl_async.pipeline.sharding import AXIS
 from jaxrl_async.types import BuildContext
 from tests.helpers.cli import USER_LEVEL, call_at_user_level, run_cli_in_process
 from tests.helpers.learning import assert_learns, seed_returns
@@ -96,7 +96,7 @@ def test_evaluation_carries_the_memory_through_each_episode(mode):
 
 @pytest.mark.slow
 def test_a_recurrent_run_evaluates_and_its_checkpoint_does_too(tmp_path):
-    from jaxrl_async.evaluate import evaluate_run
+    from jaxrl_async.evaluation.evaluate import evaluate_run
 
     config = jaxrl_async.load_config(
         "ppo_cartpole", [*GRU, "eval.every=512", "eval.episodes=3", "eval.max_steps=50"]

@@ -31,9 +31,9 @@ SCRIPT = textwrap.dedent("""
     from jax.flatten_util import ravel_pytree
     from jax.sharding import NamedSharding, PartitionSpec as P
     import jaxrl_async
-    from jaxrl_async.build import build_pipeline
+    from jaxrl_async.pipeline.build import build_pipeline
     from jaxrl_async.replay import prioritized
-    from jaxrl_async.sharding import AXIS, make_mesh
+    from jaxrl_async.pipeline.sharding import AXIS, make_mesh
     from tests.helpers.configs import PQN_LAG1, R2D2_TINY
     from tests.helpers.references import pendulum_sample
 

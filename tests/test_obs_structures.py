@@ -8,7 +8,7 @@ import pytest
 
 import jaxrl_async
 from jaxrl_async.agents import make_agent
-from jaxrl_async.agents.configs import DQNConfig, IMPALAConfig, PPOConfig
+from jaxrl_async.config.agents import DQNConfig, IMPALAConfig, PPOConfig
 from jaxrl_async.envs import check_env
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError

@@ -36,7 +36,8 @@ def test_a_wheel_built_from_the_tree_is_typed_and_ships_the_configs(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "jaxrl_async/py.typed" in names
     shipped = {
-        p.relative_to(ROOT).as_posix() for p in (ROOT / "jaxrl_async").glob("configs/*.yaml")
+        p.relative_to(ROOT).as_posix() for p in (ROOT / "jaxrl_async").glob("config/yaml/*.yaml")
     }
     assert shipped and shipped <= names
-    assert "jaxrl_async/cli.py" in names and not any("__pycache__" in n for n in names)
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "jaxrl_async").rglob("*.py")}
+    assert modules <= names and not any("__pycache__" in n for n in names)  # every subpackage

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.build import build_pipeline
-from jaxrl_async.pipeline import compile_init
+from jaxrl_async.pipeline.build import build_pipeline
+from jaxrl_async.pipeline.program import compile_init
 from tests.helpers.cli import call_at_user_level
 from tests.helpers.learning import assert_learns
 

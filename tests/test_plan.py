@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async import memory
 from jaxrl_async.errors import UserError
-from jaxrl_async.pipeline import compile_init
-from jaxrl_async.runplan import plan_run
+from jaxrl_async.pipeline import footprint as memory
+from jaxrl_async.pipeline.program import compile_init
+from jaxrl_async.run.plan import plan_run
+from jaxrl_async.run.trainer import build
 from jaxrl_async.tools.plan import format_plan, make_plan
-from jaxrl_async.trainer import build
 from tests.helpers.cli import run_cli_in_process
 
 
@@ -132,7 +132,7 @@ def test_plan_of_a_host_env_run_says_what_it_counts():
 
 def test_a_run_names_its_devices_in_one_short_line():
     """What `trainer` prints at a run's end (the reasons are plan's)."""
-    from jaxrl_async.layout import Layout, Machine, choose_layout
+    from jaxrl_async.pipeline.layout import Layout, Machine, choose_layout
 
     fused = choose_layout(jaxrl_async.load_config("dqn_cartpole"), Machine("cpu", 2))
     assert fused.line() == "devices: 1 CPU, fused" and "off-policy" in fused.devices_why

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from jaxrl_async.cli import main
-from jaxrl_async.plot import (
+from jaxrl_async.analysis.plot import (
     _band,
     _short_keys,
     group_runs,
@@ -18,6 +17,7 @@ from jaxrl_async.plot import (
     single_key_panel,
     sweep_bands,
 )
+from jaxrl_async.cli import main
 
 
 def _write_run(path, name, returns, sps=1000.0, seeds=None, config=None):
@@ -249,7 +249,7 @@ def test_a_malformed_sweep_is_exit_2(tmp_path, capsys, change, message):
 
 
 def test_baselines_are_lines_on_the_return_panels_only(tmp_path, monkeypatch):
-    from jaxrl_async import plot
+    from jaxrl_async.analysis import plot
 
     figures = []
     monkeypatch.setattr(plot, "_save", lambda fig, out: figures.append(fig) or Path(out))

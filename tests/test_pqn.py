@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.agents.configs import PQNConfig
 from jaxrl_async.agents.pqn import PQNState, make_pqn
+from jaxrl_async.config.agents import PQNConfig
 from jaxrl_async.envs import check_env, make
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import QNetwork
+from jaxrl_async.nn.networks import QNetwork
 from jaxrl_async.types import ActorClock, BuildContext
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.configs import PQN_LAG1, PQN_TINY

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async.agents.configs import R2D2Config
 from jaxrl_async.agents.r2d2 import (
     RecurrentQNetwork,
     sequence_loss,
@@ -19,10 +18,11 @@ from jaxrl_async.agents.r2d2 import (
     value_rescale,
     value_rescale_inv,
 )
-from jaxrl_async.cells import initial_carry
-from jaxrl_async.config import ReplayConfig
-from jaxrl_async.offpolicy import make_replay_stage
+from jaxrl_async.config.agents import R2D2Config
+from jaxrl_async.config.loader import ReplayConfig
+from jaxrl_async.nn.cells import initial_carry
 from jaxrl_async.replay.sequences import Sequence
+from jaxrl_async.replay.stage import make_replay_stage
 from jaxrl_async.types import Memory, ReplayUse, Transition
 from tests.helpers.configs import R2D2_TINY
 from tests.helpers.learning import assert_learns

@@ -9,8 +9,8 @@ import jax
 import pytest
 
 import jaxrl_async
-from jaxrl_async.build import build_pipeline
-from jaxrl_async.pipeline import compile_chunk
+from jaxrl_async.pipeline.build import build_pipeline
+from jaxrl_async.pipeline.program import compile_chunk
 
 CAPACITY = 3001  # a size no other array in these programs has
 

@@ -1,7 +1,7 @@
-"""`jaxrl-async report` and its statistics (`stats.py`): IQM, mean, median and optimality gap
-with stratified-bootstrap intervals, probability of improvement, performance profiles,
-against plain-numpy references and exact small cases; the command end to end on run and
-sweep directories written by the library's own writers."""
+"""`jaxrl-async report` and its statistics (`analysis/stats.py`): IQM, mean, median and
+optimality gap with stratified-bootstrap intervals, probability of improvement,
+performance profiles, against plain-numpy references and exact small cases; the command
+end to end on run and sweep directories written by the library's own writers."""
 
 import json
 import math
@@ -10,11 +10,11 @@ import warnings
 import numpy as np
 import pytest
 
-from jaxrl_async import stats
-from jaxrl_async.config import load_config
-from jaxrl_async.logging import JsonlSink
-from jaxrl_async.reference_scores import REFERENCE
-from jaxrl_async.sweep_table import format_table, table_row
+from jaxrl_async.analysis import stats
+from jaxrl_async.analysis.reference_scores import REFERENCE
+from jaxrl_async.analysis.sweep_table import format_table, table_row
+from jaxrl_async.config.loader import load_config
+from jaxrl_async.run.sinks import JsonlSink
 from tests.helpers.cli import run_cli_in_process
 
 
@@ -373,7 +373,7 @@ def test_the_tables_random_returns_are_what_the_script_measures():
 
     from tests.helpers.cli import ROOT
 
-    path = ROOT / "scripts" / "reference_scores.py"
+    path = ROOT / "scripts" / "analysis/reference_scores.py"
     spec = importlib.util.spec_from_file_location("reference_scores_script", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import jaxrl_async
-from jaxrl_async import stats
-from jaxrl_async.config import available_configs
+from jaxrl_async.analysis import stats
+from jaxrl_async.config.loader import available_configs
 
 # A row's date as results.py writes it, fixed (the Unix epoch) so the test is the same any day.
 EPOCH = datetime.fromtimestamp(0, UTC).strftime("%Y-%m-%d %H:%M UTC")

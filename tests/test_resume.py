@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async import checkpoint as ckpt
+from jaxrl_async.run import checkpoint as ckpt
 from tests.helpers.configs import DQN_TINY, PPO_SMALL, PQN_LAG1, R2D2_TINY
 from tests.helpers.resume import assert_same_records, assert_same_state, interrupt_at, records
 

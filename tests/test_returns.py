@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxrl_async.agents.common import fold_truncation
-from jaxrl_async.returns import gae, q_lambda
+from jaxrl_async.agents.returns import gae, q_lambda
 from tests.helpers.references import q_lambda_reference
 
 

@@ -7,10 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async import distributions as D
 from jaxrl_async.agents.sac import SACConfig, make_sac
 from jaxrl_async.envs import make, spec_of
 from jaxrl_async.errors import ConfigError
+from jaxrl_async.nn import distributions as D
 from jaxrl_async.types import BuildContext, NStepTransition, Sample
 from tests.helpers.learning import assert_learns, curves
 from tests.helpers.references import critics_np, dense_layers, mlp_np, pendulum_spec

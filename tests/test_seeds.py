@@ -12,7 +12,7 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 import jaxrl_async
-from jaxrl_async.pipeline import seed_keys
+from jaxrl_async.pipeline.program import seed_keys
 from tests.helpers.configs import PPO_SMALL
 
 TINY = [*PPO_SMALL, "train.seed=5"]

@@ -12,8 +12,8 @@ import pytest
 import jaxrl_async
 from jaxrl_async import envs
 from jaxrl_async.agents.actor_critic import make_actor_critic
-from jaxrl_async.build import build_pipeline
 from jaxrl_async.envs.spec import obs_zeros, spec_of
+from jaxrl_async.pipeline.build import build_pipeline
 
 KEY = jax.random.key(0)
 

@@ -122,7 +122,7 @@ def test_split_and_fused_end_in_the_same_state(ran, algo, lag, steps):
     split = _run(states, f"{algo}/{lag}/split/")
     assert fused.keys() == split.keys()
     # On-policy the split is one program on both devices, its state replicated on both
-    # (split.py); off-policy the learner's half, its replay included, stays on cpu:1.
+    # (pipeline/split.py); off-policy the learner's half, its replay included, stays on cpu:1.
     offpolicy = algo in ("dqn", "r2d2")
     assert split["#learner_devices"].tolist() == (["cpu:1"] if offpolicy else ["cpu:0", "cpu:1"])
     assert fused["#learner_devices"].tolist() == ["cpu:0"]

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.cli import main
-from jaxrl_async.sweeps import auc, split_overrides
+from jaxrl_async.run import checkpoint as ckpt
+from jaxrl_async.run.sweeps import auc, split_overrides
 from tests.helpers.configs import PPO_SWEEP_TINY, SWEEP_GRID
 from tests.helpers.resume import assert_same_records, assert_same_state, interrupt_at, records
 
@@ -50,8 +50,8 @@ def test_a_grid_point_equals_the_single_run_with_its_values(swept):
 
 @pytest.mark.slow
 def test_a_zero_learning_rate_leaves_the_parameters_and_a_large_one_moves_them(swept):
-    from jaxrl_async.build import build_pipeline
-    from jaxrl_async.pipeline import seed_keys
+    from jaxrl_async.pipeline.build import build_pipeline
+    from jaxrl_async.pipeline.program import seed_keys
 
     config, result = swept
     (state,) = result.states

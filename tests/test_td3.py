@@ -11,8 +11,8 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 import jaxrl_async
-from jaxrl_async.agents.configs import TD3Config
 from jaxrl_async.agents.td3 import make_td3, smoothed_target_action
+from jaxrl_async.config.agents import TD3Config
 from jaxrl_async.envs import make, spec_of
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.types import BuildContext

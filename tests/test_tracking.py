@@ -9,9 +9,9 @@ import sys
 import pytest
 
 import jaxrl_async
-from jaxrl_async import tracking
-from jaxrl_async.config import load_config
+from jaxrl_async.config.loader import load_config
 from jaxrl_async.errors import ConfigError
+from jaxrl_async.run import tracking
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.configs import PPO_SMALL, PPO_SWEEP_TINY, SWEEP_GRID
 from tests.helpers.wandb_files import offline as offline_wandb

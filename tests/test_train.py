@@ -96,7 +96,7 @@ def test_same_seed_gives_identical_metrics_and_params(small_config):
 
 @pytest.mark.slow
 def test_second_chunk_call_does_not_compile(small_config):
-    from jaxrl_async.build import build_pipeline
+    from jaxrl_async.pipeline.build import build_pipeline
 
     pipeline, _ = build_pipeline(small_config)
     state = jax.jit(pipeline.init)(jax.random.key(0, impl=small_config.prng_impl))
@@ -195,7 +195,7 @@ def test_second_start_loads_programs_from_the_compile_cache(cli, tmp_path):
     ],
 )
 def test_plan_calls_tiles_the_run_with_one_program(num_updates, target, expected):
-    from jaxrl_async.runplan import plan_calls
+    from jaxrl_async.run.plan import plan_calls
 
     ticks, calls = plan_calls(num_updates, target)
     assert (ticks, calls) == expected
@@ -210,7 +210,7 @@ def test_cli_interrupt_exits_130_after_the_current_call(cli, tmp_path, signum):
     import sys
     import time
 
-    from jaxrl_async import checkpoint
+    from jaxrl_async.run import checkpoint
 
     run_dir = tmp_path / "run"
     # No LR annealing: the resume to a new total runs the program the first run compiled.

@@ -1,4 +1,4 @@
-"""Videos of the agent (`jaxrl_async/video/`): the recorder keeps one frame per episode
+"""Videos of the agent (`jaxrl_async/evaluation/`): the recorder keeps one frame per episode
 step (the state acted on: the reset state first, the final state not shown), frames
 follow the state, files are written and read back, and bad input is one line."""
 
@@ -14,13 +14,13 @@ import pytest
 
 import jaxrl_async
 from jaxrl_async import envs as envs_lib
-from jaxrl_async.build import build_pipeline
 from jaxrl_async.errors import ConfigError, UserError
-from jaxrl_async.evaluate import eval_key, eval_parts, make_evaluator
-from jaxrl_async.video import record_video
-from jaxrl_async.video.record import frames_of, make_recorder, record_episodes
-from jaxrl_async.video.renderers import renderer_for
-from jaxrl_async.video.writer import check_video_path
+from jaxrl_async.evaluation import record_video
+from jaxrl_async.evaluation.evaluate import eval_key, eval_parts, make_evaluator
+from jaxrl_async.evaluation.record import frames_of, make_recorder, record_episodes
+from jaxrl_async.evaluation.renderers import renderer_for
+from jaxrl_async.evaluation.writer import check_video_path
+from jaxrl_async.pipeline.build import build_pipeline
 from tests.helpers.cli import run_cli_in_process, run_cli_with_output, subprocess_env
 from tests.helpers.configs import PPO_SMALL
 from tests.helpers.tb_events import summaries
@@ -227,8 +227,8 @@ def test_eval_video_logs_each_evaluations_first_episode_to_tensorboard(tmp_path)
 
 def test_wandb_sink_logs_the_gif_at_its_env_step(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
-    from jaxrl_async import tracking
-    from jaxrl_async.video.writer import gif_bytes
+    from jaxrl_async.evaluation.writer import gif_bytes
+    from jaxrl_async.run import tracking
     from tests.helpers.wandb_files import offline, offline_runs, read_run
 
     offline(monkeypatch, tmp_path / "wandb")
@@ -251,7 +251,7 @@ def test_wandb_sink_logs_the_gif_at_its_env_step(tmp_path, monkeypatch):
 # `headless_gl` comes before brax imports it.
 BRAX_FRAMES = """
 import json
-from jaxrl_async.video.renderers import headless_gl, renderer_for
+from jaxrl_async.evaluation.renderers import headless_gl, renderer_for
 headless_gl()
 import jax, jax.numpy as jnp, numpy as np
 from jaxrl_async import envs

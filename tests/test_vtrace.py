@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async.returns import VTraceReturns, vtrace
+from jaxrl_async.agents.returns import VTraceReturns, vtrace
 
 
 def vtrace_reference(

@@ -1,12 +1,12 @@
 """Algorithms: each module holds its loss and `make_<algo>` returning an Agent; their
-settings live in configs.py, whose AGENTS registry imports a module only to build it."""
+settings live in config/agents.py, whose AGENTS registry imports a module only to build it."""
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING
 
-from jaxrl_async.agents.configs import AGENT_CONFIGS, AGENTS
+from jaxrl_async.config.agents import AGENT_CONFIGS, AGENTS
 
 if TYPE_CHECKING:  # the types import JAX; loading a config must not
     from jaxrl_async.types import Agent, BuildContext

@@ -6,7 +6,7 @@ log-probabilities, the entropies, the values) and `values` runs the critic over 
 whole trajectory.
 
 Recurrent (`agent.memory=gru|lstm`): the torso (encoder and MLP, or convs) feeds one
-recurrent cell (`cells.py`, GRU or LSTM), whose output feeds a linear policy head and
+recurrent cell (`nn/cells.py`, GRU or LSTM), whose output feeds a linear policy head and
 a linear value head. The actor steps torso, cell and policy head inside the rollout's
 scan, resetting the carry where an episode starts. The learner's batches are whole
 sequences of some envs [T, b]; it embeds every step and projects it into the cell's
@@ -36,12 +36,12 @@ from typing import Any, NamedTuple, cast
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async import distributions as D
 from jaxrl_async.agents.common import concat_obs
-from jaxrl_async.cells import MemorySpec, initial_carry, reset_carry, unroll
 from jaxrl_async.envs.spec import EnvSpec, obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import (
+from jaxrl_async.nn import distributions as D
+from jaxrl_async.nn.cells import MemorySpec, initial_carry, reset_carry, unroll
+from jaxrl_async.nn.networks import (
     CategoricalPolicy,
     GaussianPolicy,
     RecurrentActorCritic,

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import QEnsemble
+from jaxrl_async.nn.networks import QEnsemble
 
 NUM_CRITICS = 2
 

@@ -3,7 +3,7 @@
 Variants are config switches, not files: `double` (Hasselt et al. 2016) takes the
 argmax of the online network and the value of the target network; `dueling` (Wang et
 al. 2016) splits the head; `n_step` sets the return length of what the pipeline stores
-(offpolicy.py); `per_env_epsilon` gives env i of N the fixed ε_i = ε^(1 + α·i/(N−1)) of
+(replay/stage.py); `per_env_epsilon` gives env i of N the fixed ε_i = ε^(1 + α·i/(N−1)) of
 Ape-X (Horgan et al. 2018) instead of the shared linear schedule.
 
 A learner update draws one batch from the replay: the loss is the importance-weighted
@@ -24,11 +24,11 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_async.agents.common import StepRule, flat_grad_step, initial_hparams, make_optimizer
-from jaxrl_async.agents.configs import DQNConfig, bind
 from jaxrl_async.agents.exploration import epsilon_greedy_actor
+from jaxrl_async.config.agents import DQNConfig, bind
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import QNetwork
+from jaxrl_async.nn.networks import QNetwork
 from jaxrl_async.types import Agent, BuildContext, Params, ReplayUse
 
 
@@ -42,7 +42,7 @@ class DQNState(struct.PyTreeNode):
 
 def td_targets(next_q_online, next_q_target, reward, discount, double: bool):
     """reward + discount · Q_target(x', a*) with a* the online argmax (double DQN) or the
-    target argmax (DQN). next_q_* [b, A]; reward and discount [b] (n-step, offpolicy.py)."""
+    target argmax (DQN). next_q_* [b, A]; reward and discount [b] (n-step, replay/stage.py)."""
     chooser = next_q_online if double else next_q_target
     best = jnp.argmax(chooser, axis=-1)
     value = jnp.take_along_axis(next_q_target, best[:, None], axis=-1)[:, 0]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async.networks import action_mask
+from jaxrl_async.nn.networks import action_mask
 
 
 def epsilons(config, env_steps, env_index, num_envs: int):

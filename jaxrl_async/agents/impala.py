@@ -27,8 +27,8 @@ from jaxrl_async.agents.common import (
     make_optimizer,
     sgd,
 )
-from jaxrl_async.agents.configs import IMPALAConfig, bind
-from jaxrl_async.returns import vtrace
+from jaxrl_async.agents.returns import vtrace
+from jaxrl_async.config.agents import IMPALAConfig, bind
 from jaxrl_async.types import Agent, BuildContext
 
 __all__ = ["env_group_minibatches", "impala_loss", "make_impala"]

@@ -30,8 +30,8 @@ from jaxrl_async.agents.common import (
     sgd,
     standardize_minibatches,
 )
-from jaxrl_async.agents.configs import PPOConfig, bind
-from jaxrl_async.returns import gae
+from jaxrl_async.agents.returns import gae
+from jaxrl_async.config.agents import PPOConfig, bind
 from jaxrl_async.types import Agent, BuildContext
 
 

@@ -59,12 +59,12 @@ from jaxrl_async.agents.common import (
     make_optimizer,
     sgd,
 )
-from jaxrl_async.agents.configs import PQNConfig, bind
 from jaxrl_async.agents.exploration import epsilon_greedy_actor
+from jaxrl_async.agents.returns import q_lambda
+from jaxrl_async.config.agents import PQNConfig, bind
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.networks import QNetwork
-from jaxrl_async.returns import q_lambda
+from jaxrl_async.nn.networks import QNetwork
 from jaxrl_async.types import Agent, BuildContext, Params
 
 

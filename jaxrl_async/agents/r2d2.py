@@ -46,15 +46,15 @@ from jaxrl_async.agents.common import (
     initial_hparams,
     make_optimizer,
 )
-from jaxrl_async.agents.configs import R2D2Config, bind
 from jaxrl_async.agents.dqn import DQNState, move_target, td_targets
 from jaxrl_async.agents.exploration import epsilon_greedy, epsilons, legal_actions
-from jaxrl_async.cells import initial_carry, reset_carry, unroll
+from jaxrl_async.agents.returns import nstep_returns
+from jaxrl_async.config.agents import R2D2Config, bind
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.initializers import orthogonal
-from jaxrl_async.networks import RecurrentCore, mask_logits
-from jaxrl_async.returns import nstep_returns
+from jaxrl_async.nn.cells import initial_carry, reset_carry, unroll
+from jaxrl_async.nn.initializers import orthogonal
+from jaxrl_async.nn.networks import RecurrentCore, mask_logits
 from jaxrl_async.types import Agent, BuildContext, ReplayUse
 
 

@@ -37,7 +37,6 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_async import distributions as D
 from jaxrl_async.agents.common import (
     Optimizer,
     StepRule,
@@ -45,7 +44,6 @@ from jaxrl_async.agents.common import (
     initial_hparams,
     make_optimizer,
 )
-from jaxrl_async.agents.configs import SACConfig, bind
 from jaxrl_async.agents.continuous import (
     ActionBox,
     action_box,
@@ -57,8 +55,10 @@ from jaxrl_async.agents.continuous import (
     td_priorities,
     twin_min_target,
 )
+from jaxrl_async.config.agents import SACConfig, bind
 from jaxrl_async.envs.spec import obs_zeros
-from jaxrl_async.networks import QEnsemble, SquashedGaussianPolicy
+from jaxrl_async.nn import distributions as D
+from jaxrl_async.nn.networks import QEnsemble, SquashedGaussianPolicy
 from jaxrl_async.types import Agent, BuildContext, Params, ReplayUse
 
 

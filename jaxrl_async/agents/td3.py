@@ -49,7 +49,6 @@ from jaxrl_async.agents.common import (
     initial_hparams,
     make_optimizer,
 )
-from jaxrl_async.agents.configs import TD3Config, bind
 from jaxrl_async.agents.continuous import (
     ActionBox,
     action_box,
@@ -61,8 +60,9 @@ from jaxrl_async.agents.continuous import (
     td_priorities,
     twin_min_target,
 )
+from jaxrl_async.config.agents import TD3Config, bind
 from jaxrl_async.envs.spec import obs_zeros
-from jaxrl_async.networks import DeterministicPolicy, QEnsemble, QValue, ensemble_member
+from jaxrl_async.nn.networks import DeterministicPolicy, QEnsemble, QValue, ensemble_member
 from jaxrl_async.types import Agent, BuildContext, Params, ReplayUse
 
 

@@ -45,7 +45,7 @@ import jax
 import numpy as np
 
 from jaxrl_async.agents import make_agent
-from jaxrl_async.config import HOST_RECURRENT_REPLAY, Config
+from jaxrl_async.config.loader import HOST_RECURRENT_REPLAY, Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, make_policy, run_actor
 from jaxrl_async.host.by_name import HOST_NAMES, make_host_env

@@ -1,7 +1,7 @@
 """What a host-env run holds on its learner's device, counted before anything is allocated.
 
 The learner state and, off-policy, the replay (`jax.eval_shape` of the agent's init and
-of the replay's, as `memory.py` counts a JAX env's run). The envs' states live in
+of the replay's, as `pipeline/footprint.py` counts a JAX env's run). The envs' states live in
 Gymnasium's numpy envs on the host and each round's trajectories pass through host
 memory to the learner: not counted here.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import jax
 
-from jaxrl_async import memory
-from jaxrl_async.config import Config
+from jaxrl_async.config.loader import Config
+from jaxrl_async.pipeline import footprint as memory
 
 
 def host_footprint(config: Config, agent, spec) -> memory.Footprint:

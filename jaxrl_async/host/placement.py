@@ -9,7 +9,7 @@ from typing import Any
 
 import jax
 
-from jaxrl_async.config import Config
+from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import ConfigError
 
 

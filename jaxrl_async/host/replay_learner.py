@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async.offpolicy import make_replay_stage
+from jaxrl_async.replay.stage import make_replay_stage
 from jaxrl_async.types import Agent, Transition
 
 

@@ -30,11 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_async import checkpoint as ckpt
-from jaxrl_async import rundir, tracking
-from jaxrl_async.compile_cache import configure_compile_cache
-from jaxrl_async.config import Config
-from jaxrl_async.divergence import DivergenceGuard, param_abs_max
+from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import RunFailure, TrainingDiverged, TrainingInterrupted, UserError
 from jaxrl_async.host.executor import (
     Progress,
@@ -47,13 +43,17 @@ from jaxrl_async.host.footprint import host_footprint
 from jaxrl_async.host.obs_norm import ObsStats, from_saved, initial_stats
 from jaxrl_async.host.placement import host_devices, host_placement
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
-from jaxrl_async.interrupts import interrupts_between_calls
-from jaxrl_async.layout import Layout
-from jaxrl_async.logging import RunFileError
-from jaxrl_async.memory import check_fits
-from jaxrl_async.runlog import RunLog
-from jaxrl_async.runloop import due
-from jaxrl_async.runplan import RunPlan, check_work_left
+from jaxrl_async.pipeline.footprint import check_fits
+from jaxrl_async.pipeline.layout import Layout
+from jaxrl_async.run import checkpoint as ckpt
+from jaxrl_async.run import rundir, tracking
+from jaxrl_async.run.compile_cache import configure_compile_cache
+from jaxrl_async.run.divergence import DivergenceGuard, param_abs_max
+from jaxrl_async.run.interrupts import interrupts_between_calls
+from jaxrl_async.run.log import RunLog
+from jaxrl_async.run.loop import due
+from jaxrl_async.run.plan import RunPlan, check_work_left
+from jaxrl_async.run.sinks import RunFileError
 
 # Per-round keys of the executor's records that are not metrics to average.
 _NOT_LOGGED = ("round", "env_steps", "versions", "episode_return", "updates")
@@ -264,7 +264,7 @@ def _open(config: Config, run_dir: Path | None, resume: bool):
 
 def _finish(config: Config, log: RunLog, result: dict, summary: dict, run_dir: Path | None):
     """Write summary.json, print the closing line, return the TrainResult."""
-    from jaxrl_async.trainer import TrainResult
+    from jaxrl_async.run.trainer import TrainResult
 
     if run_dir is not None:
         rundir.write_summary(run_dir, summary)

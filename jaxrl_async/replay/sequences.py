@@ -5,7 +5,7 @@ Reinforcement Learning") replays sequences of L consecutive steps of one env wit
 carry the actor held before the first of them ("stored state"); consecutive sequences of
 an env overlap by `overlap` steps, so they start every stride = L - overlap steps.
 
-The replay stage (offpolicy.py) keeps a window of the previous rollout [T, B] behind the
+The replay stage (stage.py) keeps a window of the previous rollout [T, B] behind the
 last L - stride steps of the one before, and cuts the window into sequences starting at
 0, stride, 2·stride, ... With stride dividing T, every env's sequences start at env steps
 0, stride, 2·stride, ... of its stream whatever the tick, each step lies in L / stride

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from jaxrl_async.config import Config, load_config
+from jaxrl_async.config.loader import Config, load_config
 from jaxrl_async.errors import UserError
 from jaxrl_async.tools.bench_report import comparison, header, table
 from jaxrl_async.tools.host_profile import host_table, profile_host

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import jax
 
-from jaxrl_async.config import Config
+from jaxrl_async.config.loader import Config
 from jaxrl_async.host.footprint import host_footprint
-from jaxrl_async.layout import learner_rows
+from jaxrl_async.pipeline.layout import learner_rows
 
 # The update is the agent's own `learn`, which every JAX-env config of the agent exports
 # inside its chunk; here its input would be the executor's numpy trajectories.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from jaxrl_async.config import Config
+from jaxrl_async.config.loader import Config
 
 
 def profile_host(config: Config, rounds: int, repeats: int) -> dict:

@@ -16,10 +16,10 @@ import jax
 import numpy as np
 
 from jaxrl_async._xla_flags import SCHEDULER_FLAG
-from jaxrl_async.build import build_pipeline
-from jaxrl_async.compile_cache import configure_compile_cache
-from jaxrl_async.config import Config
-from jaxrl_async.trainer import train
+from jaxrl_async.config.loader import Config
+from jaxrl_async.pipeline.build import build_pipeline
+from jaxrl_async.run.compile_cache import configure_compile_cache
+from jaxrl_async.run.trainer import train
 
 _START = time.perf_counter()
 _LABEL = [""]  # the bench's --label, set once by its command (`set_label`)

@@ -2,7 +2,7 @@
 
 The plan is what `train` would do on this machine: the devices and placement with the
 reasons for them (a run itself prints one short line), the batches each device holds,
-the bytes per device of every part of the state (`memory.py`, the count `train` checks
+the bytes per device of every part of the state (`pipeline/footprint.py`, the count `train` checks
 before allocating), the host calls, the compiled programs and the checkpoint's size.
 With `--platform cuda` the run is planned for one GPU and its programs are exported for
 CUDA and checked (`tools/gpu_export.py`).
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 
-from jaxrl_async import memory
-from jaxrl_async.config import Config, load_config
-from jaxrl_async.layout import Layout, Machine, learner_rows
-from jaxrl_async.runplan import RunPlan, plan_run
+from jaxrl_async.config.loader import Config, load_config
+from jaxrl_async.pipeline import footprint as memory
+from jaxrl_async.pipeline.layout import Layout, Machine, learner_rows
+from jaxrl_async.run.plan import RunPlan, plan_run
 
 # The machine `--platform` plans for: its layout rules, one device.
 PLATFORMS = {"cuda": Machine("gpu", 1)}
@@ -28,7 +28,7 @@ def make_plan(config: Config, platform: str | None = None) -> dict:
         from jaxrl_async.tools.host_plan import host_plan
 
         return host_plan(config, platform)
-    from jaxrl_async.trainer import build
+    from jaxrl_async.run.trainer import build
 
     machine = PLATFORMS[platform] if platform else None
     plan = plan_run(config, None, False, machine)

@@ -36,12 +36,12 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from jaxrl_async.build import build_pipeline
-from jaxrl_async.compile_cache import configure_compile_cache
-from jaxrl_async.config import Config
-from jaxrl_async.offpolicy import make_replay_stage
-from jaxrl_async.sharding import AXIS
-from jaxrl_async.ticks import ReplayInputs, actor_state
+from jaxrl_async.config.loader import Config
+from jaxrl_async.pipeline.build import build_pipeline
+from jaxrl_async.pipeline.sharding import AXIS
+from jaxrl_async.pipeline.ticks import ReplayInputs, actor_state
+from jaxrl_async.replay.stage import make_replay_stage
+from jaxrl_async.run.compile_cache import configure_compile_cache
 
 PHASES = ("rollout", "returns", "update", "rest")
 PROFILE_OVERRIDES = (

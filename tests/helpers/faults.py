@@ -75,7 +75,7 @@ def fill_disk_at(monkeypatch, name: str, writes: int = 0) -> None:
     whole through a temporary file, half of which lands before the failure)."""
     import builtins
 
-    import jaxrl_async.logging
+    import jaxrl_async.run.sinks
 
     if name == "summary.json":
         write_text = Path.write_text
@@ -93,7 +93,7 @@ def fill_disk_at(monkeypatch, name: str, writes: int = 0) -> None:
         file = builtins.open(path, *args, **kwargs)  # noqa: SIM115  (the sink closes it)
         return _FillsUp(file, writes) if Path(path).name == name else file
 
-    monkeypatch.setattr(jaxrl_async.logging, "open", fills_up, raising=False)
+    monkeypatch.setattr(jaxrl_async.run.sinks, "open", fills_up, raising=False)
 
 
 def _slow_saves(pause: float, marker: Path) -> None:

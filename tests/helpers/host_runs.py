@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from jaxrl_async.config import load_config
+from jaxrl_async.config.loader import load_config
 
 BOUND = 30.0  # seconds any executor run may take before it counts as a hang
 

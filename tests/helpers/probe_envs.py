@@ -136,8 +136,8 @@ def walk_rollout(make_agent, T=16, B=4):
     Sixteen steps of four envs see episodes end by termination and by truncation.
     """
     from jaxrl_async.envs import check_env, make_batched
-    from jaxrl_async.pipeline import PipelineShape, make_pipeline
-    from jaxrl_async.sharding import AXIS
+    from jaxrl_async.pipeline.program import PipelineShape, make_pipeline
+    from jaxrl_async.pipeline.sharding import AXIS
     from jaxrl_async.types import BuildContext
 
     env = WalkEnv()

@@ -1,0 +1,133 @@
+"""Weights & Biases tracking (`logger.wandb=true`): one W&B run per run directory.
+
+A `WandbRun` is a log sink like metrics.jsonl's: `RunLog` opens one for a run's directory
+(for each point's directory in a sweep, none for a sweep group's own), uploads the
+resolved config (RUN_DIR/config.yaml) and hands it every record, which W&B plots against
+`env_steps`. `finish(run_dir, summary)`, called where summary.json is written, uploads the
+summary and ends the W&B run; a session that fails ends it at exit, marked failed.
+
+The W&B run id is kept in RUN_DIR/wandb.json, so a resumed run continues the same W&B
+run (the records between its last checkpoint and the interruption are logged again).
+
+W&B users set its environment variables (WANDB_MODE=offline above all), so a `logger.*`
+key left empty leaves its setting to W&B's variable, and a key set in the config wins over
+the variable (`wandb_init_args`). With neither, runs go online to project "jaxrl_async",
+grouped by the config's name, or for a sweep's points the sweep directory's name. W&B's
+files go to RUN_DIR/wandb/ unless WANDB_DIR says otherwise (`wandb sync
+RUN_DIR/wandb/offline-run-*` uploads an offline run).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jaxrl_async.config.sections import LoggerConfig
+from jaxrl_async.errors import UserError
+
+ID_FILE = "wandb.json"
+DEFAULT_PROJECT = "jaxrl_async"
+DEFAULT_MODE = "online"
+
+# The W&B runs this process has open, by run directory, until their summary.json.
+_OPEN: dict[Path, WandbRun] = {}
+
+
+def _run_id(run_dir: Path) -> str:
+    """The run's W&B id: the one in RUN_DIR/wandb.json, or a new one written there."""
+    path = run_dir / ID_FILE
+    try:
+        return str(json.loads(path.read_text())["id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        run_id = secrets.token_hex(6)  # W&B ids: letters, digits, - and _
+        path.write_text(json.dumps({"id": run_id}) + "\n")
+        return run_id
+
+
+def _tags(value: str) -> list[str]:
+    """WANDB_TAGS as W&B reads it: comma-separated, blanks dropped."""
+    return [tag.strip() for tag in value.split(",") if tag.strip()]
+
+
+def wandb_init_args(
+    logger: LoggerConfig, group: str, environ: Mapping[str, str] = os.environ
+) -> dict[str, Any]:
+    """`wandb.init`'s project, entity, group, tags and mode: each from its `logger.*` key
+    where the config sets it, else from W&B's own variable (WANDB_PROJECT, WANDB_ENTITY,
+    WANDB_RUN_GROUP, WANDB_TAGS, WANDB_MODE), else the project's default (None: W&B's)."""
+
+    def env(name: str) -> str | None:
+        return environ.get(name) or None
+
+    return {
+        "project": logger.wandb_project or env("WANDB_PROJECT") or DEFAULT_PROJECT,
+        "entity": logger.wandb_entity or env("WANDB_ENTITY"),
+        "group": logger.wandb_group or env("WANDB_RUN_GROUP") or group,
+        "tags": list(logger.wandb_tags) or _tags(environ.get("WANDB_TAGS", "")) or None,
+        "mode": logger.wandb_mode or env("WANDB_MODE") or DEFAULT_MODE,
+    }
+
+
+class WandbRun:
+    """The W&B run of one run directory, as a log sink."""
+
+    def __init__(self, logger: LoggerConfig, run_dir: Path, group: str):
+        import wandb
+
+        run_dir = Path(run_dir)
+        try:
+            config = yaml.safe_load((run_dir / "config.yaml").read_text())
+        except OSError:
+            config = None
+        try:
+            self._run = wandb.init(
+                **wandb_init_args(logger, group),
+                id=_run_id(run_dir),
+                resume="allow",
+                name=run_dir.name,
+                config=config,
+                dir=os.environ.get("WANDB_DIR") or str(run_dir),
+                # Several W&B runs at once (a sweep's points); the console is the run's own.
+                settings=wandb.Settings(reinit="create_new", console="off"),
+            )
+        except wandb.errors.Error as e:
+            lines = str(e).strip().splitlines()
+            raise UserError(f"W&B: {lines[0] if lines else type(e).__name__}") from None
+        self._run.define_metric("env_steps")
+        self._run.define_metric("*", step_metric="env_steps")
+        _OPEN[run_dir.resolve()] = self
+
+    def __call__(self, record: dict) -> None:
+        self._run.log(
+            {k: v for k, v in record.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        )
+
+    def video(self, env_steps: int, gif: bytes) -> None:
+        """An evaluation's episode, as a GIF in the run's media ("eval/video")."""
+        import wandb
+
+        video = wandb.Video(io.BytesIO(gif), format="gif")
+        self._run.log({"eval/video": video, "env_steps": env_steps})
+
+    def close(self) -> None:
+        """Nothing yet: the summary comes after the log closes (`finish`)."""
+
+    def finish(self, summary: dict | None) -> None:
+        if summary:
+            self._run.summary.update(summary)
+        self._run.finish()
+
+
+def finish(run_dir: Path | None, summary: dict) -> None:
+    """Upload `summary` to the run directory's W&B run, if it has one open, and end it."""
+    run = None if run_dir is None else _OPEN.pop(Path(run_dir).resolve(), None)
+    if run is not None:
+        run.finish(summary)
