@@ -14,6 +14,7 @@ import jax
 from jaxrl_async.config.loader import Config
 from jaxrl_async.host.footprint import host_footprint
 from jaxrl_async.pipeline.layout import learner_rows
+from jaxrl_async.tools.plan_common import common_plan, memory_fits
 
 # The update is the agent's own `learn`, which every JAX-env config of the agent exports
 # inside its chunk; here its input would be the executor's numpy trajectories.
@@ -44,7 +45,6 @@ def host_plan(config: Config, platform: str | None) -> dict:
     executor's trajectories, so it is not)."""
     from jaxrl_async.host.executor import make_host_agent
     from jaxrl_async.host.run import plan_host
-    from jaxrl_async.tools.plan import common_plan, memory_fits
 
     plan = plan_host(config, None, False)
     spec = _spec(config)

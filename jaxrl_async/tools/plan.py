@@ -16,6 +16,7 @@ from jaxrl_async.config.loader import Config, load_config
 from jaxrl_async.pipeline import footprint as memory
 from jaxrl_async.pipeline.layout import Layout, Machine, learner_rows
 from jaxrl_async.run.plan import RunPlan, plan_run
+from jaxrl_async.tools.plan_common import common_plan, memory_fits
 
 # The machine `--platform` plans for: its layout rules, one device.
 PLATFORMS = {"cuda": Machine("gpu", 1)}
@@ -42,31 +43,6 @@ def make_plan(config: Config, platform: str | None = None) -> dict:
 
         result["export"] = export_run(config, plan, built, platform)
     return result
-
-
-def common_plan(config: Config, plan: RunPlan, footprint: memory.Footprint, programs) -> dict:
-    layout = plan.layout
-    return {
-        "config": config.name,
-        "env": config.env.name,
-        "agent": config.agent.name,
-        "env_steps": plan.num_updates * plan.batch,
-        "devices": {
-            "count": layout.devices,
-            "platform": layout.platform,
-            "placement": layout.placement,
-            "actor_devices": layout.actor_devices,
-            "line": layout.line(),
-            "devices_why": layout.devices_why,
-            "placement_why": layout.placement_why,
-        },
-        "bytes_per_device": {**footprint.parts, "total": footprint.total},
-        "host_calls": plan.num_calls,
-        "ticks_per_call": plan.ticks,
-        "env_steps_per_call": plan.steps_per_call,
-        "programs": programs,
-        "checkpoint_bytes": footprint.state_bytes,
-    }
 
 
 def _batches(config: Config, layout: Layout) -> dict:
@@ -100,15 +76,6 @@ def _programs(config: Config, plan: RunPlan) -> list[str]:
         programs = ["actor init", "learner init", "act", "queue push", "queue oldest", "learn"]
         programs += ["replay window"] if config.agent.off_policy else []
     return programs + (["evaluation"] if config.eval.every > 0 else [])
-
-
-def memory_fits(footprint: memory.Footprint, devices) -> dict | None:
-    """The memory the run's devices have, and whether the footprint fits (None where
-    unknown, or planned for another platform)."""
-    available = None if devices is None else memory.device_memory(devices)
-    if available is None:
-        return None
-    return {"bytes": available[0], "what": available[1], "fits": footprint.total <= available[0]}
 
 
 def format_plan(plan: dict) -> str:
