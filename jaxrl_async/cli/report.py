@@ -8,7 +8,8 @@ def _report(args) -> int:
     import json
     import sys
 
-    from jaxrl_async.analysis.report import FIGURES, format_markdown, write_report
+    from jaxrl_async.analysis.report import FIGURES, format_markdown
+    from jaxrl_async.analysis.report_files import write_report
 
     out = write_report(args.dirs, args.group_by, args.out, args.seed)
     report = json.loads((out / "report.json").read_text())
