@@ -20,32 +20,37 @@ Params = Any
 Leaf = Any
 LearnerState = Any  # any pytree with a `.params` field, the parameters the actor uses
 Metrics = dict[str, jax.Array]
+Observation = Any  # a batch of observations [B, ...]: an array, or a dict of arrays
+# A recurrent agent's per-env state between steps, a pytree [B, ...] (`Agent.init_carry`);
+# None for a memoryless agent
+Carry = Any
+# What `Agent.learn` learns from: a Transition trajectory [T, B, ...] (data="trajectory")
+# or a replay Sample (data="replay")
+LearnData = Any
 
 
 class Agent(NamedTuple):
-    """An algorithm as pure functions, built by `make_<algo>(config, ctx)`.
+    """An algorithm as pure functions, built by `make_<algo>(config, ctx)`. Every agent has
+    the same signatures, recurrent or memoryless, on-policy or off-policy:
 
     init:  (key) -> learner_state
-    act:   memoryless (init_carry None):
-             (params, obs [B, ...], keys [B], clock) -> (action [B, ...], extras dict of
-             [B] arrays); one key per env, so that sampling does not depend on how the
-             batch is split; `clock` (ActorClock) says how far training is and which envs
-             these are
-           recurrent: (params, carry [B, ...], obs, episode_start bool [B], keys, clock)
-             -> (carry, action, extras); the agent resets its carry to `init_carry` where
-             `episode_start` before it reads the observation
-    learn: on-policy ("trajectory"):
-             (learner_state, trajectory: Transition [T, B, ...], key) ->
-             (learner_state, metrics)
-           off-policy ("replay"):
-             (learner_state, sample: Sample of [batch, ...] NStepTransition items, key) ->
-             (learner_state, metrics, priorities [batch]), the new priority of every
-             sampled item (|TD error|); uniform replay ignores them
+    act:   (params, carry [B, ...], obs [B, ...], episode_start bool [B], keys [B], clock)
+             -> ActOutput(carry, action [B, ...], extras dict of [B] arrays); one key per
+             env, so that sampling does not depend on how the batch is split; `clock`
+             (ActorClock) says how far training is and which envs these are. A recurrent
+             agent resets its carry to `init_carry` where `episode_start` before it reads
+             the observation; a memoryless agent is handed None for carry and
+             episode_start and returns its carry as given (None)
+    learn: (learner_state, data, key) -> LearnOutput(learner_state, metrics, priorities);
+             on-policy ("trajectory"): data is a Transition trajectory [T, B, ...] and
+             priorities None; off-policy ("replay"): data is a Sample of [batch, ...]
+             NStepTransition items and priorities [batch] the new priority of every
+             sampled item (|TD error|), which uniform replay ignores
     data:  "trajectory" (the pipeline's double buffer) or "replay"
     replay: for data="replay", how the pipeline feeds the learner (ReplayUse)
-    greedy: (params, obs [B, ...]) -> action [B, ...], the deterministic action for
-            evaluation (the mode of the policy, the argmax of Q); None if there is none.
-            Recurrent: (params, carry, obs, episode_start) -> (carry, action)
+    greedy: (params, carry, obs, episode_start) -> GreedyOutput(carry, action [B, ...]),
+            the deterministic action for evaluation (the mode of the policy, the argmax
+            of Q), the carry as `act`'s; None if there is none
     init_carry: recurrent agents only: (batch) -> carry [batch, ...], the carry at an
             episode's start. None: the agent is memoryless, its carry is None
     targets: on-policy agents whose learn first turns the trajectory into a batch with
@@ -62,14 +67,14 @@ class Agent(NamedTuple):
     learner state and metrics that are the same on every device.
     """
 
-    init: Callable[[jax.Array], LearnerState]
-    act: Callable[..., tuple[jax.Array, dict]]
-    learn: Callable[..., tuple]
+    init: InitFn
+    act: ActFn
+    learn: LearnFn
     data: str = "trajectory"
     replay: ReplayUse | None = None
-    greedy: Callable[..., Any] | None = None
-    init_carry: Callable[[int], Any] | None = None
-    targets: Callable[..., Any] | None = None
+    greedy: GreedyFn | None = None
+    init_carry: InitCarryFn | None = None
+    targets: TargetsFn | None = None
 
     @property
     def recurrent(self) -> bool:
@@ -81,19 +86,29 @@ class Agent(NamedTuple):
             return None
         return Memory(self.init_carry(batch), jnp.ones((batch,), bool))
 
-    def act_carried(self, params, carry, obs, episode_start, keys, clock):
-        """`act` as a recurrent agent's: (carry, action, extras); a memoryless agent's
-        carry passes through (None)."""
-        if self.recurrent:
-            return self.act(params, carry, obs, episode_start, keys, clock)
-        return (carry, *self.act(params, obs, keys, clock))
 
-    def greedy_carried(self, params, carry, obs, episode_start):
-        """`greedy` as a recurrent agent's: (carry, action)."""
-        assert self.greedy is not None, "the agent has no greedy action"
-        if self.recurrent:
-            return self.greedy(params, carry, obs, episode_start)
-        return carry, self.greedy(params, obs)
+class ActOutput(NamedTuple):
+    """What `Agent.act` returns for a batch of envs [B, ...]."""
+
+    carry: Carry  # the carry after this step (a memoryless agent's: None, as given)
+    action: jax.Array
+    extras: dict[str, jax.Array]  # what the trajectory records (log-probabilities, ...)
+
+
+class GreedyOutput(NamedTuple):
+    """What `Agent.greedy` returns for a batch of envs [B, ...]."""
+
+    carry: Carry  # as ActOutput's
+    action: jax.Array
+
+
+class LearnOutput(NamedTuple):
+    """What `Agent.learn` returns."""
+
+    state: LearnerState
+    metrics: Metrics  # scalars, the same on every device
+    # off-policy: the new priority of every sampled item [batch]; on-policy: None
+    priorities: jax.Array | None = None
 
 
 class Memory(NamedTuple):
@@ -104,7 +119,7 @@ class Memory(NamedTuple):
     carry as it was before the agent's reset at an episode start (the learner repeats
     that reset when it re-runs the sequence from a stored carry)."""
 
-    carry: Any  # the agent's carry pytree (Agent.init_carry)
+    carry: Carry  # the agent's carry pytree (Agent.init_carry)
     episode_start: jax.Array  # bool: the env's current observation begins an episode
 
 
@@ -174,3 +189,15 @@ class Sample(NamedTuple):
     indices: jax.Array  # int32 [batch] the slots drawn, for `update_priorities`
     probabilities: jax.Array  # float32 [batch] the probability of each draw
     weights: jax.Array  # float32 [batch] importance weights, at most 1
+
+
+# The signatures of an Agent's functions (see `Agent`).
+InitFn = Callable[[jax.Array], LearnerState]
+# (params, carry, obs, episode_start [B] or None, keys [B], clock) -> (carry, action, extras)
+ActFn = Callable[[Params, Carry, Observation, jax.Array | None, jax.Array, ActorClock], ActOutput]
+# (params, carry, obs, episode_start [B] or None) -> (carry, action)
+GreedyFn = Callable[[Params, Carry, Observation, jax.Array | None], GreedyOutput]
+# (learner_state, data, key) -> (learner_state, metrics, priorities or None)
+LearnFn = Callable[[LearnerState, LearnData, jax.Array], LearnOutput]
+InitCarryFn = Callable[[int], Carry]  # (batch) -> the carry of `batch` envs at episode starts
+TargetsFn = Callable[[LearnerState, Transition], Any]  # (learner_state, trajectory) -> batch

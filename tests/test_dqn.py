@@ -13,7 +13,7 @@ from jaxrl_async.config.loader import ReplayConfig
 from jaxrl_async.envs import check_env, make
 from jaxrl_async.replay import prioritized
 from jaxrl_async.replay.stage import make_replay_stage, nstep_transitions
-from jaxrl_async.types import BuildContext, NStepTransition, Transition
+from jaxrl_async.types import BuildContext, LearnOutput, NStepTransition, Transition
 from tests.helpers.configs import DQN_TINY
 from tests.helpers.learning import assert_learns, curves
 
@@ -306,7 +306,7 @@ def test_replay_stores_raw_observations_and_the_learner_sees_them_normalised(mon
             }
             if ctx.axis_name is not None:  # None on one device
                 means = jax.lax.pmean(means, ctx.axis_name)
-            return state, {**metrics, **means}, priorities
+            return LearnOutput(state, {**metrics, **means}, priorities)
 
         seen["agent"] = True
         return agent._replace(learn=learn)

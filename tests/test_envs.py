@@ -278,7 +278,7 @@ def test_ppo_learn_bootstraps_truncated_steps_from_final_observation():
     for wrong in (no_bootstrap, from_reset_obs):
         assert abs(wrong.mean() - expected.mean()) > 1e-3
 
-    _, metrics = jax.jit(pipeline.learn)(state.learner, traj, jax.random.PRNGKey(2))
+    _, metrics, _ = jax.jit(pipeline.learn)(state.learner, traj, jax.random.PRNGKey(2))
     assert float(metrics["pg_loss"]) == pytest.approx(-expected.mean(), rel=1e-4, abs=1e-5)
     assert float(metrics["value_loss"]) == pytest.approx(
         0.5 * np.mean(expected**2), rel=1e-4, abs=1e-5

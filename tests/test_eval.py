@@ -18,7 +18,7 @@ from jaxrl_async.envs.spec import EnvSpec
 from jaxrl_async.envs.wrappers import NormState
 from jaxrl_async.evaluation.evaluate import evaluate_run, make_evaluator, obs_stats
 from jaxrl_async.nn.networks import CategoricalPolicy, TorsoSpec
-from jaxrl_async.types import Agent, BuildContext
+from jaxrl_async.types import ActOutput, Agent, BuildContext, GreedyOutput, LearnOutput
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.configs import PPO_SMALL
 from tests.helpers.probe_envs import MatchContext, WalkEnv
@@ -67,7 +67,8 @@ def test_greedy_is_the_mode_of_each_policy(algo):
         agent = make_sac(SACConfig(**hidden), ctx)
         params = _only_bias(agent.init(jax.random.key(0)).params, [0.5, -1.0, 0.3, 0.3])
         expected = np.tile([np.tanh(0.5), 2 * np.tanh(-1.0)], (5, 1))
-    action = jax.jit(agent.greedy)(params, obs)
+    carry, action = jax.jit(agent.greedy)(params, None, obs, None)
+    assert carry is None  # a memoryless agent's carry passes through
     assert action.shape == (5, *spec.action_shape)
     assert action.dtype == (np.int32 if spec.discrete else spec.action_dtype)
     np.testing.assert_allclose(np.asarray(action), expected, rtol=1e-6)
@@ -80,12 +81,27 @@ def test_greedy_follows_the_observation():
     params["actor"] = jax.tree.map(lambda x: 10 * x, params["actor"])
     obs = jax.random.normal(jax.random.key(1), (64, 3))
     logits = CategoricalPolicy(3, TorsoSpec((8,), "tanh")).apply(params["actor"], obs)
-    np.testing.assert_array_equal(agent.greedy(params, obs), np.argmax(logits, axis=-1))
-    assert len(set(np.asarray(agent.greedy(params, obs)).tolist())) > 1
+    action = agent.greedy(params, None, obs, None).action
+    np.testing.assert_array_equal(action, np.argmax(logits, axis=-1))
+    assert len(set(np.asarray(action).tolist())) > 1
 
 
 def _probe_agent(greedy=None, act=None):
-    return Agent(init=lambda key: None, act=act, learn=None, greedy=greedy)
+    """A memoryless Agent of `greedy(params, obs) -> action` and/or `act(params, obs, keys,
+    clock) -> action` (no extras), in the Agent's fixed signatures."""
+
+    def agent_act(params, carry, obs, episode_start, keys, clock):
+        return ActOutput(carry, act(params, obs, keys, clock), {})
+
+    def agent_greedy(params, carry, obs, episode_start):
+        return GreedyOutput(carry, greedy(params, obs))
+
+    return Agent(
+        init=lambda key: None,
+        act=agent_act,
+        learn=lambda state, data, key: LearnOutput(state, {}),
+        greedy=None if greedy is None else agent_greedy,
+    )
 
 
 def test_evaluator_returns_exactly_the_first_episode_of_each_env():
@@ -97,7 +113,7 @@ def test_evaluator_returns_exactly_the_first_episode_of_each_env():
     def act(params, obs, keys, clock):  # env i walks iff i is odd, once training has begun
         assert keys.shape == (7,) and clock.num_envs == 7
         walk = (clock.env_index % 2 == 1) & (clock.env_steps > 0)
-        return walk.astype(jnp.int32), {}
+        return walk.astype(jnp.int32)
 
     evaluate = jax.jit(
         make_evaluator(

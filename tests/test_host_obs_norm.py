@@ -67,9 +67,9 @@ def test_the_actor_acts_on_and_hands_in_normalised_obs_and_reports_raw_moments()
     env = make_gymnasium(CORRIDOR, 3, vectorization_mode="sync", autoreset_mode="same_step")
     seen: list[np.ndarray] = []
 
-    def policy(params, obs, step):
+    def policy(params, memory, obs, step):
         seen.append(np.asarray(obs))
-        return np.ones(len(obs), np.int64), {}
+        return None, np.ones(len(obs), np.int64), {}
 
     stats = ObsStats(np.array([1.0, 2.0]), np.array([4.0, 0.25]), np.float64(10.0))
     try:

@@ -145,10 +145,10 @@ def test_dqn_exploration_follows_the_actor_clock():
     policy = make_policy(agent, jax.random.key(0), ActorPlan(0, 0, 64, 4, 4, 0), 64)
     params = agent.init(jax.random.key(0)).params
     obs = np.zeros((64, 2), np.float32)
-    random = np.asarray(policy(params, obs, np.int32(0))[0])
+    random = np.asarray(policy(params, None, obs, np.int32(0)).action)
     assert len(np.unique(random)) == 2
     for step in (2, 3, 50):
-        greedy = np.asarray(policy(params, obs, np.int32(step))[0])
+        greedy = np.asarray(policy(params, None, obs, np.int32(step)).action)
         assert (greedy == greedy[0]).all(), step
 
 

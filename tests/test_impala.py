@@ -105,7 +105,7 @@ def test_impala_learn_targets_bootstrap_truncated_steps_from_final_observation()
     for wrong in (no_bootstrap, from_reset_obs):
         assert abs(wrong - expected) > 1e-3 * expected
 
-    _, metrics = jax.jit(pipeline.learn)(state.learner, traj, jax.random.PRNGKey(2))
+    _, metrics, _ = jax.jit(pipeline.learn)(state.learner, traj, jax.random.PRNGKey(2))
     assert float(metrics["value_loss"]) == pytest.approx(expected, rel=1e-4, abs=1e-6)
     assert float(metrics["rho_mean"]) == pytest.approx(1.0, abs=1e-5)
     assert float(metrics["rho_clip_frac"]) == 0.0

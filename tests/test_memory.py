@@ -231,7 +231,7 @@ def test_lag0_recurrent_tick_is_rollout_then_learn():
         env_state, obs, memory, traj, _ = call_at_user_level(
             pipeline.rollout, learner.params, env_state, obs, memory, rollout_key
         )
-        learner, m = call_at_user_level(pipeline.learn, learner, traj, learn_key)
+        learner, m, _ = call_at_user_level(pipeline.learn, learner, traj, learn_key)
         losses.append(m["loss"])
     for a, b in zip(_leaves((final.learner, final.memory)), _leaves((learner, memory))):
         np.testing.assert_array_equal(a, b)

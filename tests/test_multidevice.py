@@ -34,6 +34,7 @@ SCRIPT = textwrap.dedent("""
     from jaxrl_async.pipeline.build import build_pipeline
     from jaxrl_async.replay import prioritized
     from jaxrl_async.pipeline.sharding import AXIS, make_mesh
+    from jaxrl_async.types import LearnOutput
     from tests.helpers.configs import PQN_LAG1, R2D2_TINY
     from tests.helpers.references import pendulum_sample
 
@@ -76,7 +77,8 @@ SCRIPT = textwrap.dedent("""
         mesh = make_mesh(devices)
         _, agent = build_pipeline(config, mesh=mesh)
         learn = jax.jit(jax.shard_map(agent.learn, mesh=mesh, in_specs=(P(), P(AXIS), P()),
-                                      out_specs=(P(), P(), P(AXIS)), check_vma=False))
+                                      out_specs=LearnOutput(P(), P(), P(AXIS)),
+                                      check_vma=False))
         on = lambda tree, spec: jax.device_put(tree, NamedSharding(mesh, spec))
         state, steps = on(learner, P()), []
         for i, sample in enumerate(samples):

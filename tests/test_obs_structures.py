@@ -51,13 +51,13 @@ def test_no_policy_takes_a_masked_action(config):
     keys = jax.random.split(jax.random.key(1), 512)
     obs, _ = jax.vmap(ENV.reset, (0, None))(keys, ENV.default_params)
     clock = ActorClock(jnp.int32(0), jnp.arange(512), 512)
-    sampled, _ = agent.act(params, obs, keys, clock)
-    greedy = agent.greedy(params, obs)
+    sampled = agent.act(params, None, obs, None, keys, clock).action
+    greedy = agent.greedy(params, None, obs, None).action
     assert not np.any(np.asarray(sampled) == 2) and not np.any(np.asarray(greedy) == 2)
     assert set(np.asarray(sampled).tolist()) == {0, 1}  # both legal actions still drawn
     # A row whose mask allows nothing (some suites at an episode's end) allows everything.
     none_legal = {**obs, "action_mask": jnp.zeros_like(obs["action_mask"])}
-    assert np.all(np.asarray(agent.greedy(params, none_legal)) == 2)
+    assert np.all(np.asarray(agent.greedy(params, None, none_legal, None).action) == 2)
 
 
 def test_cnn_torso_has_conv_layers_and_needs_an_image():

@@ -131,7 +131,7 @@ def test_targets_are_q_lambda_of_the_online_network_and_learn_fits_them(walk):
     for wrong in (no_bootstrap, from_reset):
         assert abs(loss(wrong) - loss(expected)) > 1e-3 * loss(expected)
 
-    new, metrics = learn(learner, traj, jax.random.key(2))
+    new, metrics, _ = learn(learner, traj, jax.random.key(2))
     assert float(metrics["loss"]) == pytest.approx(loss(expected), rel=1e-4, abs=1e-7)
     assert float(metrics["target_mean"]) == pytest.approx(expected.mean(), rel=1e-4, abs=1e-6)
     # The actor's epsilon at each step's clock (4 envs a step), averaged over the rollout.
@@ -169,7 +169,9 @@ def test_masked_actions_are_never_taken_nor_bootstrapped_from():
             jax.random.split(reset_key, 256), env.default_params
         )
         clock = ActorClock(jnp.int32(0), jnp.arange(256), 256)
-        sampled, extras = agent.act(params, obs, jax.random.split(act_key, 256), clock)
+        _, sampled, extras = agent.act(
+            params, None, obs, None, jax.random.split(act_key, 256), clock
+        )
         # One step per env, no episode ending: lambda 0 gives r + gamma max_a Q(x', a).
         one = lambda x: x[None]  # noqa: E731
         traj = jaxrl_async.types.Transition(
@@ -184,7 +186,8 @@ def test_masked_actions_are_never_taken_nor_bootstrapped_from():
         )
         target = agent.targets(learner.replace(params=params), traj)["target"][0]
         raw = net.apply(params, {**obs, "action_mask": jnp.ones_like(obs["action_mask"])})
-        return sampled, agent.greedy(params, obs), extras["epsilon"], target, raw
+        greedy = agent.greedy(params, None, obs, None).action
+        return sampled, greedy, extras["epsilon"], target, raw
 
     sampled, greedy, epsilon, target, raw = map(np.asarray, run(jax.random.key(0)))
     best_legal = raw[:, :2].max(-1)
@@ -257,7 +260,7 @@ def test_learn_reads_every_sweepable_value_from_the_learner_state(walk):
                 for k, v in values.items()
             },
         }
-        new, metrics = learn(learner.replace(hparams=hparams), traj, key)
+        new, metrics, _ = learn(learner.replace(hparams=hparams), traj, key)
         flat = np.concatenate([np.ravel(x) for x in jax.tree.leaves(new.params)])
         return flat, {k: float(v) for k, v in metrics.items()}
 

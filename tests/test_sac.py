@@ -158,15 +158,16 @@ def test_actions_are_within_pendulum_bounds_and_typed():
     for params in (state.params, big):
         obs = 100.0 * jax.random.normal(jax.random.key(1), (512, 3))
         keys = jax.random.split(jax.random.key(2), 512)
-        action, extras = agent.act(params, obs, keys, None)
+        carry, action, extras = agent.act(params, None, obs, None, keys, None)
+        assert carry is None
         assert action.shape == (512, 1) and action.dtype == spec.action_dtype
         assert np.all(np.asarray(action) >= spec.action_low)
         assert np.all(np.asarray(action) <= spec.action_high)
         assert extras == {}
-    action = np.asarray(agent.act(state.params, obs, keys, None)[0])
+    action = np.asarray(agent.act(state.params, None, obs, None, keys, None).action)
     assert action.std() > 0.5, "a fresh policy (std 1 before tanh) should explore widely"
     # One key per env: an env's action does not depend on the rest of the batch.
-    half = agent.act(state.params, obs[:7], keys[:7], None)[0]
+    half = agent.act(state.params, None, obs[:7], None, keys[:7], None).action
     np.testing.assert_allclose(np.asarray(half), action[:7], rtol=0, atol=1e-6)
 
 

@@ -59,7 +59,7 @@ def test_it_scores_the_actions_it_takes_and_values_as_values_does(name):
     _, spec, _, net = _nets(name)
     params, obs = net.init(KEY), _obs(spec)
     keys = jax.random.split(jax.random.key(2), obs.shape[0])
-    action, extras = net.act(params, obs, keys)
+    _, action, extras = net.act(params, None, obs, None, keys, None)
     scored_action = extras.get("raw_action", action)
     scored = net.evaluate(params, {"obs": obs, "action": scored_action, "next_obs": obs}, True)
     np.testing.assert_allclose(scored.log_prob, extras["log_prob"], rtol=1e-5, atol=1e-5)

@@ -216,8 +216,8 @@ def test_acting_adds_clipped_gaussian_noise_and_greedy_is_noiseless(shared):
     params = initial.params
     obs = jnp.tile(jax.random.normal(jax.random.key(1), (1, 3)), (4096, 1))
     keys = jax.random.split(jax.random.key(2), 4096)
-    action, extras = act(params, obs, keys, None)
-    best = greedy(params, obs)
+    _, action, extras = act(params, None, obs, None, keys, None)
+    best = greedy(params, None, obs, None).action
     assert action.shape == best.shape == (4096, 1) and action.dtype == spec.action_dtype
     assert extras == {}
     mean = actor_np(params, obs[:1], 2)
@@ -227,11 +227,11 @@ def test_acting_adds_clipped_gaussian_noise_and_greedy_is_noiseless(shared):
     # A saturated policy plus noise is clipped to the bounds, and reaches both.
     big = jax.tree.map(lambda x: 50.0 * x, params)
     wide = 100.0 * jax.random.normal(jax.random.key(3), (4096, 3))
-    a = np.asarray(act(big, wide, keys, None)[0])
+    a = np.asarray(act(big, None, wide, None, keys, None).action)
     assert a.min() == spec.action_low[0] and a.max() == spec.action_high[0]
     # One key per env: an env's action does not depend on the rest of the batch.
     np.testing.assert_array_equal(
-        np.asarray(act(params, obs[:7], keys[:7], None)[0]), np.asarray(action[:7])
+        np.asarray(act(params, None, obs[:7], None, keys[:7], None).action), np.asarray(action[:7])
     )
 
 

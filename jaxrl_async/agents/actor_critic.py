@@ -49,6 +49,7 @@ from jaxrl_async.nn.networks import (
     TorsoSpec,
     ValueHead,
 )
+from jaxrl_async.types import ActFn, ActOutput, GreedyFn, GreedyOutput, InitCarryFn
 
 
 class Scored(NamedTuple):
@@ -65,12 +66,11 @@ class ActorCritic(NamedTuple):
     """A policy and a state-value function for one env spec, as pure functions.
 
     init:   key -> params
-    act:    Agent.act: memoryless (params, obs [B, ...], keys [B], clock=None) ->
-            (action [B, ...], extras {"log_prob"[, "raw_action"]}); recurrent
-            (params, carry, obs, episode_start [B], keys, clock=None) -> (carry, action,
-            extras)
+    act:    Agent.act: (params, carry, obs [B, ...], episode_start [B], keys [B], clock)
+            -> ActOutput(carry, action [B, ...], extras {"log_prob"[, "raw_action"]}); the
+            clock is not read; memoryless, the carry (None) passes through
     greedy: Agent.greedy, the most likely action: the argmax of the logits, or the
-            Gaussian's mean clipped to the bounds (recurrent: with the carry, as act)
+            Gaussian's mean clipped to the bounds (with the carry, as act)
     evaluate: (params, batch, next_value=False) -> Scored. `batch` holds "obs" and
             "action" (and "next_obs" for next_value) with leading axes [N] (memoryless:
             any steps) or [T, b] (recurrent: whole sequences), plus, recurrent, what
@@ -86,13 +86,13 @@ class ActorCritic(NamedTuple):
     """
 
     init: Callable
-    act: Callable
-    greedy: Callable
+    act: ActFn
+    greedy: GreedyFn
     evaluate: Callable
     values: Callable
     sequence_inputs: Callable
     scored_action: Callable
-    init_carry: Callable | None = None
+    init_carry: InitCarryFn | None = None
 
     @property
     def recurrent(self) -> bool:
@@ -198,11 +198,11 @@ def _memoryless(
     [N]; both(params, obs) -> (the two, from one pass where the torso is shared)."""
     policy = make_policy(spec, algo)
 
-    def act(params, obs, key, clock=None):
-        return policy.sample(key, policy_out(params, obs))
+    def act(params, carry, obs, episode_start, keys, clock) -> ActOutput:
+        return ActOutput(carry, *policy.sample(keys, policy_out(params, obs)))
 
-    def greedy(params, obs):
-        return policy.mode(policy_out(params, obs))
+    def greedy(params, carry, obs, episode_start) -> GreedyOutput:
+        return GreedyOutput(carry, policy.mode(policy_out(params, obs)))
 
     def evaluate(params, batch, next_value=False):
         action = batch["action"]
@@ -254,13 +254,13 @@ def make_recurrent(spec: EnvSpec, torso: TorsoSpec, memory: MemorySpec, algo: st
         x = net.apply(params, obs, method="embed")
         return net.apply(params, reset_carry(carry, episode_start), x, method="step")
 
-    def act(params, carry, obs, episode_start, key, clock=None):
+    def act(params, carry, obs, episode_start, keys, clock) -> ActOutput:
         carry, h = core(params, carry, obs, episode_start)
-        return carry, *policy.sample(key, net.apply(params, h, obs, method="policy"))
+        return ActOutput(carry, *policy.sample(keys, net.apply(params, h, obs, method="policy")))
 
-    def greedy(params, carry, obs, episode_start):
+    def greedy(params, carry, obs, episode_start) -> GreedyOutput:
         carry, h = core(params, carry, obs, episode_start)
-        return carry, policy.mode(net.apply(params, h, obs, method="policy"))
+        return GreedyOutput(carry, policy.mode(net.apply(params, h, obs, method="policy")))
 
     evaluate = functools.partial(recurrent_evaluate, net, policy)
 

@@ -29,7 +29,7 @@ from jaxrl_async.config.agents import DQNConfig, bind
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.nn.networks import QNetwork
-from jaxrl_async.types import Agent, BuildContext, Params, ReplayUse
+from jaxrl_async.types import Agent, BuildContext, LearnOutput, Params, ReplayUse, Sample
 
 
 class DQNState(struct.PyTreeNode):
@@ -83,7 +83,7 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
             initial_hparams(config),
         )
 
-    def learn(state: DQNState, sample, key):
+    def learn(state: DQNState, sample: Sample, key: jax.Array) -> LearnOutput:
         del key  # the sample carries all randomness
         hp = bind(config, state.hparams)
         flat, unravel = ravel_pytree(state.params)
@@ -100,7 +100,9 @@ def make_dqn(config: DQNConfig, ctx: BuildContext) -> Agent:
         )
         params, steps = unravel(flat), state.steps + 1
         target_params = move_target(hp, params, state.target_params, steps)
-        return (DQNState(params, target_params, opt_state, steps, state.hparams), metrics, td_abs)
+        return LearnOutput(
+            DQNState(params, target_params, opt_state, steps, state.hparams), metrics, td_abs
+        )
 
     return Agent(
         init=init,

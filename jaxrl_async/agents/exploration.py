@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_async.nn.networks import action_mask
+from jaxrl_async.types import ActFn, ActorClock, ActOutput, GreedyFn, GreedyOutput
 
 
 def epsilons(config, env_steps, env_index, num_envs: int):
@@ -50,18 +51,23 @@ def epsilon_greedy(keys, best, epsilon, legal):
 
 def epsilon_greedy_actor(
     config, q_values: Callable, num_actions: int, action_dtype, record_epsilon: bool = False
-):
+) -> tuple[ActFn, GreedyFn]:
     """(act, greedy) of a memoryless agent whose Q-network is `q_values(params, obs)` ->
     [B, A] (illegal actions already at -1e9, `networks.QNetwork`): greedy is the argmax,
     act (`Agent.act`) explores around it at the schedule's epsilon for the actor's clock.
-    With `record_epsilon` the trajectory's extras carry each env's epsilon ("epsilon")."""
+    With `record_epsilon` the trajectory's extras carry each env's epsilon ("epsilon").
+    Both pass the carry (None) through."""
 
-    def greedy(params, obs):
+    def best(params, obs):
         return jnp.argmax(q_values(params, obs), axis=-1).astype(action_dtype)
 
-    def act(params, obs, keys, clock):
+    def greedy(params, carry, obs, episode_start) -> GreedyOutput:
+        return GreedyOutput(carry, best(params, obs))
+
+    def act(params, carry, obs, episode_start, keys, clock: ActorClock) -> ActOutput:
         epsilon = epsilons(config, clock.env_steps, clock.env_index, clock.num_envs)
-        action = epsilon_greedy(keys, greedy(params, obs), epsilon, legal_actions(obs, num_actions))
-        return action.astype(action_dtype), ({"epsilon": epsilon} if record_epsilon else {})
+        action = epsilon_greedy(keys, best(params, obs), epsilon, legal_actions(obs, num_actions))
+        extras = {"epsilon": epsilon} if record_epsilon else {}
+        return ActOutput(carry, action.astype(action_dtype), extras)
 
     return act, greedy

@@ -29,7 +29,7 @@ from jaxrl_async.agents.common import (
 )
 from jaxrl_async.agents.returns import vtrace
 from jaxrl_async.config.agents import IMPALAConfig, bind
-from jaxrl_async.types import Agent, BuildContext
+from jaxrl_async.types import Agent, BuildContext, LearnOutput, Transition
 
 __all__ = ["env_group_minibatches", "impala_loss", "make_impala"]
 
@@ -47,7 +47,7 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
         params = net.init(key)
         return ActorCriticState(params, init_opt_state(optimizer, params), initial_hparams(config))
 
-    def learn(state: ActorCriticState, traj, key):
+    def learn(state: ActorCriticState, traj: Transition, key: jax.Array) -> LearnOutput:
         """traj: Transition pytree, time-major [T, B, ...]."""
         hp = bind(config, state.hparams)
         data = {
@@ -68,7 +68,7 @@ def make_impala(config: IMPALAConfig, ctx: BuildContext) -> Agent:
             jax.random.split(key, config.num_epochs),
             lambda epoch_key: env_group_minibatches(epoch_key, data, config.num_minibatches),
         )
-        return ActorCriticState(params, opt_state, state.hparams), metrics
+        return LearnOutput(ActorCriticState(params, opt_state, state.hparams), metrics)
 
     return Agent(
         init=init,

@@ -32,7 +32,7 @@ from jaxrl_async.agents.common import (
 )
 from jaxrl_async.agents.returns import gae
 from jaxrl_async.config.agents import PPOConfig, bind
-from jaxrl_async.types import Agent, BuildContext
+from jaxrl_async.types import Agent, BuildContext, LearnOutput, Transition
 
 
 def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
@@ -47,7 +47,7 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
         params = net.init(key)
         return ActorCriticState(params, init_opt_state(optimizer, params), initial_hparams(config))
 
-    def learn(state: ActorCriticState, traj, key):
+    def learn(state: ActorCriticState, traj: Transition, key: jax.Array) -> LearnOutput:
         """traj: Transition pytree, time-major [T, B, ...]."""
         data = targets(state, traj)
         hp = bind(config, state.hparams)
@@ -59,7 +59,7 @@ def make_ppo(config: PPOConfig, ctx: BuildContext) -> Agent:
             jax.random.split(key, config.num_epochs),
             ppo_minibatches(net, config, ctx.axis_name, data),
         )
-        return ActorCriticState(params, opt_state, state.hparams), metrics
+        return LearnOutput(ActorCriticState(params, opt_state, state.hparams), metrics)
 
     return Agent(
         init=init,

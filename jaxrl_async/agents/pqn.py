@@ -65,7 +65,7 @@ from jaxrl_async.config.agents import PQNConfig, bind
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.nn.networks import QNetwork
-from jaxrl_async.types import Agent, BuildContext, Params
+from jaxrl_async.types import Agent, BuildContext, LearnOutput, Params, Transition
 
 
 class PQNState(struct.PyTreeNode):
@@ -94,7 +94,7 @@ def make_pqn(config: PQNConfig, ctx: BuildContext) -> Agent:
         params = net.init(key, obs_zeros(ctx.spec))
         return PQNState(params, init_opt_state(optimizer, params), initial_hparams(config))
 
-    def learn(state: PQNState, traj, key):
+    def learn(state: PQNState, traj: Transition, key: jax.Array) -> LearnOutput:
         """traj: Transition pytree, time-major [T, B, ...]."""
         data = targets(state, traj)
         hp = bind(config, state.hparams)
@@ -111,7 +111,9 @@ def make_pqn(config: PQNConfig, ctx: BuildContext) -> Agent:
         epsilon = jnp.mean(traj.extras["epsilon"])  # the actor's, over its envs
         if ctx.axis_name is not None:
             epsilon = jax.lax.pmean(epsilon, ctx.axis_name)
-        return PQNState(params, opt_state, state.hparams), {**metrics, "epsilon": epsilon}
+        return LearnOutput(
+            PQNState(params, opt_state, state.hparams), {**metrics, "epsilon": epsilon}
+        )
 
     return Agent(init=init, act=act, learn=learn, data="trajectory", greedy=greedy, targets=targets)
 

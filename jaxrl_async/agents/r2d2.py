@@ -29,7 +29,6 @@ starts. A learner update on a batch of sequences [L, b] (time-major here):
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, NamedTuple, cast
 
@@ -55,7 +54,16 @@ from jaxrl_async.errors import ConfigError
 from jaxrl_async.nn.cells import initial_carry, reset_carry, unroll
 from jaxrl_async.nn.initializers import orthogonal
 from jaxrl_async.nn.networks import RecurrentCore, mask_logits
-from jaxrl_async.types import Agent, BuildContext, ReplayUse
+from jaxrl_async.types import (
+    ActOutput,
+    Agent,
+    BuildContext,
+    Carry,
+    GreedyOutput,
+    LearnOutput,
+    ReplayUse,
+    Sample,
+)
 
 
 class RecurrentQNetwork(RecurrentCore):
@@ -226,7 +234,9 @@ def r2d2_init(learner: R2D2Learner, spec, key) -> DQNState:
     )
 
 
-def r2d2_learn(learner: R2D2Learner, state: DQNState, sample, key):
+def r2d2_learn(
+    learner: R2D2Learner, state: DQNState, sample: Sample, key: jax.Array
+) -> LearnOutput:
     """One Adam step on a sampled batch of sequences: (state, metrics, priorities [b])."""
     del key  # the sample carries all randomness
     hp = bind(learner.config, state.hparams)
@@ -242,7 +252,9 @@ def r2d2_learn(learner: R2D2Learner, state: DQNState, sample, key):
     )
     params, steps = unravel(flat), state.steps + 1
     target_params = move_target(hp, params, state.target_params, steps)
-    return DQNState(params, target_params, opt_state, steps, state.hparams), metrics, priorities
+    return LearnOutput(
+        DQNState(params, target_params, opt_state, steps, state.hparams), metrics, priorities
+    )
 
 
 def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
@@ -257,24 +269,24 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
     learner = R2D2Learner(net, config, optimizer, ctx.axis_name)
     action_dtype = ctx.spec.action_dtype
 
-    def init_carry(batch: int):
+    def init_carry(batch: int) -> Carry:
         return initial_carry(memory, batch)
 
     def core(params, carry, obs, episode_start):
         carry = reset_carry(carry, episode_start)
         return net.apply(params, carry, obs)
 
-    def act(params, carry, obs, episode_start, keys, clock):
+    def act(params, carry, obs, episode_start, keys, clock) -> ActOutput:
         carry, q = core(params, carry, obs, episode_start)
         epsilon = epsilons(config, clock.env_steps, clock.env_index, clock.num_envs)
         action = epsilon_greedy(
             keys, jnp.argmax(q, axis=-1), epsilon, legal_actions(obs, num_actions)
         )
-        return carry, action.astype(action_dtype), {}
+        return ActOutput(carry, action.astype(action_dtype), {})
 
-    def greedy(params, carry, obs, episode_start):
+    def greedy(params, carry, obs, episode_start) -> GreedyOutput:
         carry, q = core(params, carry, obs, episode_start)
-        return carry, jnp.argmax(q, axis=-1).astype(action_dtype)
+        return GreedyOutput(carry, jnp.argmax(q, axis=-1).astype(action_dtype))
 
     use = ReplayUse(
         config.n_step,
@@ -283,10 +295,17 @@ def make_r2d2(config: R2D2Config, ctx: BuildContext) -> Agent:
         config.sequence_length,
         config.sequence_overlap,
     )
+
+    def init(key: jax.Array) -> DQNState:
+        return r2d2_init(learner, ctx.spec, key)
+
+    def learn(state: DQNState, sample: Sample, key: jax.Array) -> LearnOutput:
+        return r2d2_learn(learner, state, sample, key)
+
     return Agent(
-        init=functools.partial(r2d2_init, learner, ctx.spec),
+        init=init,
         act=act,
-        learn=functools.partial(r2d2_learn, learner),
+        learn=learn,
         data="replay",
         replay=use,
         greedy=greedy,

@@ -27,7 +27,6 @@ the same learning rate (unless max_grad_norm clips the joint norm).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import NamedTuple
 
 import jax
@@ -59,7 +58,16 @@ from jaxrl_async.config.agents import SACConfig, bind
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.nn import distributions as D
 from jaxrl_async.nn.networks import QEnsemble, SquashedGaussianPolicy
-from jaxrl_async.types import Agent, BuildContext, Params, ReplayUse
+from jaxrl_async.types import (
+    ActOutput,
+    Agent,
+    BuildContext,
+    GreedyOutput,
+    LearnOutput,
+    Params,
+    ReplayUse,
+    Sample,
+)
 
 
 class SACState(struct.PyTreeNode):
@@ -97,13 +105,26 @@ def make_sac(config: SACConfig, ctx: BuildContext) -> Agent:
         config,
         ctx.axis_name,
     )
+
+    def init(key: jax.Array) -> SACState:
+        return sac_init(sac, ctx.spec, key)
+
+    def act(params, carry, obs, episode_start, keys, clock) -> ActOutput:
+        return ActOutput(carry, sac_act(sac, params, obs, keys), {})  # memoryless: carry None
+
+    def greedy(params, carry, obs, episode_start) -> GreedyOutput:
+        return GreedyOutput(carry, sac_greedy(sac, params, obs))
+
+    def learn(state: SACState, sample: Sample, key: jax.Array) -> LearnOutput:
+        return sac_learn(sac, state, sample, key)
+
     return Agent(
-        init=functools.partial(sac_init, sac, ctx.spec),
-        act=functools.partial(sac_act, sac),
-        learn=functools.partial(sac_learn, sac),
+        init=init,
+        act=act,
+        learn=learn,
         data="replay",
         replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
-        greedy=functools.partial(sac_greedy, sac),
+        greedy=greedy,
     )
 
 
@@ -127,12 +148,13 @@ def sac_init(sac: SACParts, spec, key) -> SACState:
     return state.replace(opt_state=sac.optimizer.init(ravel_pytree(trainable(state))[0]))
 
 
-def sac_act(sac: SACParts, params, obs, keys, clock=None):
+def sac_act(sac: SACParts, params, obs, keys) -> jax.Array:
+    """A draw of the squashed Gaussian per env (`keys` [B]), on the env's bounds."""
     mean, log_std = sac.actor.apply(params, obs)
-    return sac.box.to_env(jnp.tanh(D.gaussian_sample(keys, mean, log_std))), {}
+    return sac.box.to_env(jnp.tanh(D.gaussian_sample(keys, mean, log_std)))
 
 
-def sac_greedy(sac: SACParts, params, obs):
+def sac_greedy(sac: SACParts, params, obs) -> jax.Array:
     """The squashed mean (the deterministic policy SAC is usually evaluated with)."""
     return sac.box.to_env(jnp.tanh(sac.actor.apply(params, obs)[0]))
 
@@ -146,7 +168,7 @@ def policy_noise(obs_key, next_key, b: int, action_dim: int, axis_name: str | No
     return standard_normal_rows(keys, action_dim)
 
 
-def sac_learn(sac: SACParts, state: SACState, sample, key):
+def sac_learn(sac: SACParts, state: SACState, sample: Sample, key: jax.Array) -> LearnOutput:
     """sample: replay Sample of [b] NStepTransition items (this device's slice)."""
     hp = bind(sac.config, state.hparams)
     obs_key, next_key = jax.random.split(key)
@@ -171,7 +193,7 @@ def sac_learn(sac: SACParts, state: SACState, sample, key):
         opt_state=opt_state,
         hparams=state.hparams,
     )
-    return state, metrics, priorities
+    return LearnOutput(state, metrics, priorities)
 
 
 def squashed_sample(noise, mean, log_std):

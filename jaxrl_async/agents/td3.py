@@ -33,7 +33,6 @@ selects, with the same result.
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple, cast
 
 import jax
@@ -63,7 +62,16 @@ from jaxrl_async.agents.continuous import (
 from jaxrl_async.config.agents import TD3Config, bind
 from jaxrl_async.envs.spec import obs_zeros
 from jaxrl_async.nn.networks import DeterministicPolicy, QEnsemble, QValue, ensemble_member
-from jaxrl_async.types import Agent, BuildContext, Params, ReplayUse
+from jaxrl_async.types import (
+    ActOutput,
+    Agent,
+    BuildContext,
+    GreedyOutput,
+    LearnOutput,
+    Params,
+    ReplayUse,
+    Sample,
+)
 
 
 class TD3State(struct.PyTreeNode):
@@ -169,14 +177,14 @@ def td3_init(nets: TD3Nets, optimizer: Optimizer, config: TD3Config, spec, key) 
     )
 
 
-def td3_act(nets: TD3Nets, exploration_noise: float, params, obs, keys, clock=None):
+def td3_action(nets: TD3Nets, exploration_noise: float, params, obs, keys) -> jax.Array:
     """clip(μ(x) + σ ε, -1, 1) on the env's bounds, σ = `exploration_noise`."""
     noise = jax.vmap(lambda k: jax.random.normal(k, (nets.box.dim,), jnp.float32))(keys)
     action = cast(jax.Array, nets.actor.apply(params, obs)) + exploration_noise * noise
-    return nets.box.to_env(jnp.clip(action, -1.0, 1.0)), {}
+    return nets.box.to_env(jnp.clip(action, -1.0, 1.0))
 
 
-def td3_greedy(nets: TD3Nets, params, obs):
+def td3_greedy(nets: TD3Nets, params, obs) -> jax.Array:
     """The noiseless action μ(x)."""
     return nets.box.to_env(nets.actor.apply(params, obs))
 
@@ -191,7 +199,7 @@ def make_td3(config: TD3Config, ctx: BuildContext) -> Agent:
     )
     optimizer = make_optimizer("adam", False, 1, config.adam_eps, clip=config.max_grad_norm > 0)
 
-    def learn(state: TD3State, sample, key):
+    def learn(state: TD3State, sample: Sample, key: jax.Array) -> LearnOutput:
         """sample: replay Sample of [b] NStepTransition items (this device's slice); `key`
         draws the target smoothing noise, per sample from its global position."""
         rule = StepRule(optimizer, bind(config, state.hparams), ctx.axis_name)
@@ -207,13 +215,23 @@ def make_td3(config: TD3Config, ctx: BuildContext) -> Agent:
             state,
         )
         metrics["critic_grad_norm"] = metrics.pop("grad_norm")
-        return state, {**metrics, **state.actor_metrics}, priorities
+        return LearnOutput(state, {**metrics, **state.actor_metrics}, priorities)
+
+    def init(key: jax.Array) -> TD3State:
+        return td3_init(nets, optimizer, config, ctx.spec, key)
+
+    def act(params, carry, obs, episode_start, keys, clock) -> ActOutput:
+        action = td3_action(nets, config.exploration_noise, params, obs, keys)
+        return ActOutput(carry, action, {})  # memoryless: the carry (None) passes through
+
+    def greedy(params, carry, obs, episode_start) -> GreedyOutput:
+        return GreedyOutput(carry, td3_greedy(nets, params, obs))
 
     return Agent(
-        init=functools.partial(td3_init, nets, optimizer, config, ctx.spec),
-        act=functools.partial(td3_act, nets, config.exploration_noise),
+        init=init,
+        act=act,
         learn=learn,
         data="replay",
         replay=ReplayUse(config.n_step, config.gamma, config.updates_per_tick),
-        greedy=functools.partial(td3_greedy, nets),
+        greedy=greedy,
     )

@@ -15,11 +15,12 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import ClassVar, cast
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from jaxrl_async.config.agent import AgentConfig
 from jaxrl_async.config.agents import AGENT_CONFIGS
 from jaxrl_async.config.sections import (
     EVAL_MODES,
@@ -63,9 +64,8 @@ _OVERRIDE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+=")
 class Config:
     name: str = "custom"
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
-    # One of AGENT_CONFIGS (an agent_config.AgentConfig), chosen by agent.name; typed Any
-    # because OmegaConf's schema takes the chosen class, not the base.
-    agent: Any = None
+    # One of AGENT_CONFIGS (a subclass of AgentConfig), chosen by agent.name
+    agent: AgentConfig = dataclasses.field(default_factory=AgentConfig)
     pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)

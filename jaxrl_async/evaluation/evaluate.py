@@ -95,9 +95,11 @@ def _eval_policy(agent: Agent, mode: str, index):
         carry = None if memory is None else memory.carry
         episode_start = None if memory is None else memory.episode_start
         if mode == "greedy":
-            return agent.greedy_carried(params, carry, obs, episode_start)
+            assert agent.greedy is not None  # eval_parts refuses greedy mode without one
+            return agent.greedy(params, carry, obs, episode_start)
         clock = ActorClock(env_steps, index.astype(jnp.int32), num_episodes)
-        return agent.act_carried(params, carry, obs, episode_start, _per_env(key, index), clock)[:2]
+        acted = agent.act(params, carry, obs, episode_start, _per_env(key, index), clock)
+        return acted.carry, acted.action
 
     return policy
 

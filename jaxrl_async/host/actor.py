@@ -72,32 +72,26 @@ def reset_seed(plan: ActorPlan) -> int:
 
 
 def make_policy(agent: Agent, key: jax.Array, plan: ActorPlan, local_envs: int) -> Callable:
-    """policy(params, obs [B_k, ...], step) -> (action, extras): the agent's `act` at
-    global step `step`, jitted (compiled on the device its parameters are on). For a
-    recurrent agent policy(params, memory, obs, step) -> (carry, action, extras), with
-    `memory` the envs' Memory [B_k, ...] (`act`)."""
+    """policy(params, memory, obs [B_k, ...], step) -> ActOutput(carry, action, extras):
+    the agent's `act` at global step `step`, jitted (compiled on the device its parameters
+    are on), `memory` the envs' Memory [B_k, ...] (None for a memoryless agent, whose
+    carry is then None)."""
     index = plan.first_env + jnp.arange(local_envs, dtype=jnp.int32)
     num_envs = plan.num_envs
 
-    def inputs(step):
+    def policy(params, memory, obs, step):
         step_key = jax.random.fold_in(key, step)
         keys = jax.vmap(jax.random.fold_in, (None, 0))(step_key, index)
-        return keys, ActorClock(step * num_envs, index, num_envs)
+        clock = ActorClock(step * num_envs, index, num_envs)
+        carry, episode_start = (None, None) if memory is None else memory
+        return agent.act(params, carry, obs, episode_start, keys, clock)
 
-    def policy(params, obs, step):
-        return agent.act(params, obs, *inputs(step))
-
-    def carried(params, memory, obs, step):
-        return agent.act(params, memory.carry, obs, memory.episode_start, *inputs(step))
-
-    return jax.jit(carried if agent.recurrent else policy)
+    return jax.jit(policy)
 
 
 def act(policy: Callable, params: Any, memory: Memory | None, obs: Any, step: int):
     """(carry, action, extras) in numpy: `policy` at global step `step` (the carry None
     for a memoryless agent)."""
-    if memory is None:
-        return None, *jax.device_get(policy(params, obs, np.int32(step)))
     return jax.device_get(policy(params, memory, obs, np.int32(step)))
 
 

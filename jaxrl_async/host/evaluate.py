@@ -4,8 +4,8 @@ return the raw game score.
 
 The envs reset from seed 10**6 + `seed`'s own range, never a training env's seed; a
 greedy evaluation acts with `agent.greedy`, a sampled one with `agent.act`. A recurrent
-agent's carry starts each env at its `init_carry` and follows it through the episode
-(`Agent.greedy_carried`, `act_carried`), as the actor's does in training. Under
+agent's carry starts each env at its `init_carry` and follows it through the episode,
+as the actor's does in training. Under
 env.normalize_obs the policy sees observations normalised by the checkpoint's
 statistics, frozen.
 """
@@ -39,12 +39,13 @@ def _policy(agent, mode: str, seed: int, envs: int):
     """policy(params, memory, obs, step) -> (carry, action), jitted: the greedy action or
     a draw (`memory` the envs' Memory; None, and the carry None, for a memoryless agent)."""
     if mode == "greedy":
-        if agent.greedy is None:
+        agent_greedy = agent.greedy
+        if agent_greedy is None:
             raise ConfigError("this agent has no greedy action; evaluate with --mode sample")
 
         def greedy(params, memory, obs, step):
             carry, episode_start = _split(memory)
-            return agent.greedy_carried(params, carry, obs, episode_start)
+            return agent_greedy(params, carry, obs, episode_start)
 
         return jax.jit(greedy)
     key = jax.random.fold_in(jax.random.key(seed), 3)
@@ -54,7 +55,8 @@ def _policy(agent, mode: str, seed: int, envs: int):
         keys = jax.vmap(jax.random.fold_in, (None, 0))(jax.random.fold_in(key, step), index)
         carry, episode_start = _split(memory)
         clock = ActorClock(step * envs, index, envs)
-        return agent.act_carried(params, carry, obs, episode_start, keys, clock)[:2]
+        acted = agent.act(params, carry, obs, episode_start, keys, clock)
+        return acted.carry, acted.action
 
     return jax.jit(sample)
 

@@ -57,7 +57,7 @@ from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.round_times import RoundTimes
 from jaxrl_async.host.stall import Doing, StallWatch
 from jaxrl_async.host.stopping import RunStop, get
-from jaxrl_async.types import Agent, BuildContext
+from jaxrl_async.types import Agent, BuildContext, LearnFn
 
 JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
 
@@ -105,7 +105,7 @@ def make_host_agent(config: Config, spec) -> Agent:
 class Learner(NamedTuple):
     """The learner's side: the agent's `learn` jitted, its key and the staleness bound."""
 
-    learn: Callable
+    learn: LearnFn
     key: jax.Array  # folded with the round number for each update
     max_staleness: int  # -1: never skip
     device: Any
@@ -178,7 +178,8 @@ def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r
         state, replay, metrics, learned = learner.replay.learn(state, replay, traj, r, key)
         updates += int(learned)
     elif not skip:
-        state, metrics = learner.learn(state, jax.device_put(traj, learner.device), key)
+        learned = learner.learn(state, jax.device_put(traj, learner.device), key)
+        state, metrics = learned.state, learned.metrics
         updates += 1
     returns = progress.episode_returns + [p.episode_returns for p in parts]
     obs_stats = progress.obs_stats

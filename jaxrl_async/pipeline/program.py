@@ -38,7 +38,7 @@ from jaxrl_async.pipeline.ticks import (
     make_sync_tick,
 )
 from jaxrl_async.replay.stage import make_replay_stage
-from jaxrl_async.types import Agent, ReplayUse
+from jaxrl_async.types import Agent, LearnFn, ReplayUse
 
 __all__ = [
     "DETERMINISTIC_OPTIONS",
@@ -115,8 +115,8 @@ class Pipeline(NamedTuple):
     chunk:   num_ticks -> (state -> (state, metrics [K])), the program the host calls
     rollout: (params, env_state, obs, memory, key) -> (env_state, obs, memory, trajectory,
              episode stats); memory is None for a memoryless agent
-    learn:   (learner_state, trajectory, key) -> (learner_state, metrics), the agent's
-             update with the trajectory split over the mesh
+    learn:   (learner_state, trajectory, key) -> LearnOutput(learner_state, metrics, None),
+             the agent's update with the trajectory split over the mesh
     The halves of an asynchronous tick on this mesh, for split placement (split.py):
     act:     (params, version, ActorState) -> Acted
     learn_step: the learner's half; on-policy `make_learn`'s, off-policy
@@ -128,7 +128,7 @@ class Pipeline(NamedTuple):
     tick: Callable
     chunk: Callable[[int], Callable]
     rollout: Callable
-    learn: Callable
+    learn: LearnFn
     act: Callable
     learn_step: Callable
     advance: Callable | None
@@ -256,7 +256,7 @@ def _map_over_mesh(mesh, env, specs: PipelineState, local: Pipeline) -> Pipeline
             (P(), env_spec, P(AXIS), memory_spec, P()),
             (env_spec, P(AXIS), memory_spec, traj_spec, P()),
         ),
-        learn=on_mesh(mesh, local.learn, (P(), traj_spec, P()), (P(), P())),
+        learn=on_mesh(mesh, local.learn, (P(), traj_spec, P()), P()),  # all replicated
         act=on_mesh(mesh, local.act, (P(), P(), actor_specs), acted_specs),
         learn_step=on_mesh(mesh, local.learn_step, *learn_specs),
         advance=None

@@ -101,7 +101,7 @@ def rollout_step(parts: RolloutParts, params, start: RolloutStart, carry, xs):
     keys = jax.vmap(jax.random.split)(env_keys(step_key, local_envs))
     clock = ActorClock(start.env_steps + t * num_envs, env_index(local_envs), num_envs)
     seen = env.observe(env_state, obs)
-    agent_carry, action, extras = agent.act_carried(
+    agent_carry, action, extras = agent.act(
         params,
         None if memory is None else memory.carry,
         seen,

@@ -39,7 +39,7 @@ from jaxrl_async.pipeline.rollout import RolloutStart
 from jaxrl_async.pipeline.sharding import AXIS
 from jaxrl_async.pipeline.state import PipelineState
 from jaxrl_async.run.divergence import param_abs_max
-from jaxrl_async.types import Agent, Leaf
+from jaxrl_async.types import Agent, Leaf, LearnFn, LearnOutput, Sample
 
 
 class ActorState(NamedTuple):
@@ -117,7 +117,8 @@ def make_learn(agent: Agent, max_staleness: int) -> Callable:
 
     def learn(learner_state, updates, traj, version, key):
         staleness = updates - version
-        learner, metrics = agent.learn(learner_state, traj, key)
+        learned = agent.learn(learner_state, traj, key)  # on-policy: no priorities
+        learner, metrics = learned.state, learned.metrics
         updated = jnp.bool_(True) if max_staleness < 0 else staleness <= max_staleness
         if max_staleness >= 0:
             learner = jax.tree.map(
@@ -142,7 +143,7 @@ class ReplayInputs(NamedTuple):
     key: Leaf  # this tick's key for the learner
 
 
-def make_replay_learn(stage, agent_learn: Callable, observe: Callable) -> Callable:
+def make_replay_learn(stage, agent_learn: LearnFn, observe: Callable) -> Callable:
     """learn(learner, updates, replay, window, given: ReplayInputs) -> (learner, updates,
     replay, metrics): store the window's steps, then learn from the replay (replay/stage.py).
 
@@ -150,7 +151,7 @@ def make_replay_learn(stage, agent_learn: Callable, observe: Callable) -> Callab
     batch into what the agent sees, under the env's current observation statistics."""
 
     def learn(learner, updates, replay, window, given: ReplayInputs):
-        def learn_seen(learner, sample, key):
+        def learn_seen(learner, sample: Sample, key: jax.Array) -> LearnOutput:
             items = sample.items._replace(
                 obs=observe(given.obs_stats, sample.items.obs),
                 next_obs=observe(given.obs_stats, sample.items.next_obs),

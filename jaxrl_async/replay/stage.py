@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from jaxrl_async.agents.returns import nstep_returns
 from jaxrl_async.replay import prioritized, ring
 from jaxrl_async.replay.sequences import window_sequences
-from jaxrl_async.types import NStepTransition, ReplayUse
+from jaxrl_async.types import LearnFn, NStepTransition, ReplayUse
 
 
 def nstep_transitions(window, n: int, gamma: float) -> NStepTransition:
@@ -155,7 +155,7 @@ class StageSpec(NamedTuple):
     def with_priorities(replay, part):
         return replay if part is None else replay.replace(tree=part[0], max_priority=part[1])
 
-    def learn(self, agent_learn, learner, replay, env_steps, key, stacked=False):
+    def learn(self, agent_learn: LearnFn, learner, replay, env_steps, key, stacked=False):
         squeeze = (lambda tree: jax.tree.map(lambda x: x[0], tree)) if stacked else _same
         unsqueeze = (lambda tree: jax.tree.map(lambda x: x[None], tree)) if stacked else _same
         config = self.config
@@ -173,6 +173,10 @@ class StageSpec(NamedTuple):
                 drawn = self.sample(current, sample_key, beta)
                 learner, metrics, priorities = agent_learn(learner, drawn, learn_key)
                 if self.is_prioritized:
+                    if priorities is None:
+                        raise ValueError(
+                            "prioritized replay needs the agent's learn to return priorities"
+                        )
                     current = prioritized.update_priorities(
                         current,
                         drawn.indices,

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async.types import Agent
+from jaxrl_async.types import ActOutput, Agent, LearnOutput
 
 
 class ProbeState(NamedTuple):
@@ -23,9 +23,11 @@ def make_probe_agent() -> Agent:
         del key
         return ProbeState(jnp.zeros((), jnp.int32))
 
-    def act(params, obs, keys, clock):
+    def act(params, carry, obs, episode_start, keys, clock):
         batch = keys.shape[0]
-        return jnp.zeros((batch,), jnp.int32), {"acted": jnp.full((batch,), params)}
+        return ActOutput(
+            carry, jnp.zeros((batch,), jnp.int32), {"acted": jnp.full((batch,), params)}
+        )
 
     def learn(state, traj, key):
         del key
@@ -36,6 +38,6 @@ def make_probe_agent() -> Agent:
             "acted_max": traj.extras["acted"].max().astype(jnp.float32),
             "learner_version": state.params.astype(jnp.float32),
         }
-        return ProbeState(state.params + 1), metrics
+        return LearnOutput(ProbeState(state.params + 1), metrics)
 
     return Agent(init, act, learn)

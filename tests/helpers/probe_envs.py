@@ -249,15 +249,15 @@ class ClockEnv:
 def counting_agent():
     """A recurrent Agent without parameters for ClockEnv: its carry counts the steps
     since the episode began and it plays their parity (greedy and sampled alike)."""
-    from jaxrl_async.types import Agent
+    from jaxrl_async.types import ActOutput, Agent, GreedyOutput, LearnOutput
 
-    def act(params, carry, obs, episode_start, keys, clock=None):
+    def act(params, carry, obs, episode_start, keys, clock):
         carry = jnp.where(episode_start, 0, carry)
-        return carry + 1, carry % 2, {"log_prob": jnp.zeros(carry.shape)}
+        return ActOutput(carry + 1, carry % 2, {"log_prob": jnp.zeros(carry.shape)})
 
     def greedy(params, carry, obs, episode_start):
-        carry, action, _ = act(params, carry, obs, episode_start, None)
-        return carry, action
+        carry, action, _ = act(params, carry, obs, episode_start, None, None)
+        return GreedyOutput(carry, action)
 
     class Learner(NamedTuple):
         params: Any
@@ -265,7 +265,7 @@ def counting_agent():
     return Agent(
         init=lambda key: Learner(jnp.zeros(())),
         act=act,
-        learn=lambda state, traj, key: (state, {}),
+        learn=lambda state, traj, key: LearnOutput(state, {}),
         greedy=greedy,
         init_carry=lambda batch: jnp.zeros((batch,), jnp.int32),
     )
