@@ -48,7 +48,7 @@ the training chunk (docs/performance.md#against-a-plain-single-program-baseline)
 
 Timing excludes compilation for both: the baseline is compiled with `.lower().compile()`
 and the run timed to `block_until_ready`; the trainer's summary "sps" counts its host
-loop only. Baseline and trainer alternate, `--repeats` times each. Final return: the
+loop only. Baseline and trainer alternate, `--repeats` rounds. Final return: the
 mean return of the episodes that ended in the last 10% of the run (for the trainer, in
 the log records ending after 90% of it; train.log_every is set to a tenth of the run).
 
@@ -59,15 +59,13 @@ the log records ending after 90% of it; train.log_every is set to a tenth of the
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import statistics
 import sys
 import time
 
 import flax.linen as nn
 import gymnax
+import harness  # beside this script in scripts/
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -575,7 +573,7 @@ def final_return(ends, ret_sums, episodes, total):
 
 
 def baseline_run(algo, steps, envs, seed, prng):
-    """(SPS, final return, env steps, compile seconds) of one baseline run."""
+    """SPS, final return, env steps and compile seconds of one baseline run."""
     if algo == "ppo":
         train, per_update = make_ppo(steps, num_envs=envs)
     elif algo == "dqn":
@@ -592,16 +590,16 @@ def baseline_run(algo, steps, envs, seed, prng):
     ret_sum, episodes = np.asarray(out["ret_sum"]), np.asarray(out["episodes"])
     env_steps = len(ret_sum) * per_update
     ends = per_update * np.arange(1, len(ret_sum) + 1)
-    return (
-        env_steps / seconds,
-        final_return(ends, ret_sum, episodes, env_steps),
-        env_steps,
-        compile_seconds,
-    )
+    return {
+        "sps": env_steps / seconds,
+        "final_return": final_return(ends, ret_sum, episodes, env_steps),
+        "env_steps": env_steps,
+        "compile_seconds": compile_seconds,
+    }
 
 
 def trainer_run(algo, steps, envs, seed, extra=()):
-    """(SPS, final return, env steps, compile seconds) of one trainer run; `extra`:
+    """SPS, final return, env steps and compile seconds of one trainer run; `extra`:
     further config overrides."""
     name, overrides = TRAINER[algo]
     overrides = [*overrides, *extra]
@@ -617,23 +615,16 @@ def trainer_run(algo, steps, envs, seed, extra=()):
     result = jaxrl_async.train(jaxrl_async.load_config(name, overrides))
     s, m = result.summary, result.metrics
     ret_sums = np.nan_to_num(np.asarray(m["episode_return"]) * np.asarray(m["episodes"]))
-    return (
-        s["sps"],
-        final_return(m["env_steps"], ret_sums, m["episodes"], s["env_steps"]),
-        s["env_steps"],
-        s["compile_seconds"],
-    )
+    return {
+        "sps": s["sps"],
+        "final_return": final_return(m["env_steps"], ret_sums, m["episodes"], s["env_steps"]),
+        "env_steps": s["env_steps"],
+        "compile_seconds": s["compile_seconds"],
+    }
 
 
-def spread(xs, fmt="{:,.0f}"):
-    return f"{fmt.format(statistics.median(xs))} [{fmt.format(min(xs))}-{fmt.format(max(xs))}]"
-
-
-def main() -> int:
-    doc = __doc__.split("\n\n")
-    parser = argparse.ArgumentParser(
-        description=doc[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc[-1]
-    )
+def main(argv=None) -> int:
+    parser = harness.parser(__doc__)
     parser.add_argument("--algos", default="ppo,dqn,sac")
     parser.add_argument(
         "--steps",
@@ -642,7 +633,6 @@ def main() -> int:
         help="env steps per run (default: ppo 131072, or 8 updates if more; dqn 100000; sac 5000)",
     )
     parser.add_argument("--envs", type=int, default=4, help="PPO envs (env.num_envs)")
-    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--baseline-prng",
@@ -657,8 +647,7 @@ def main() -> int:
         help="an extra trainer config override (repeatable), e.g. "
         "replay.kind=uniform to time the trainer's DQN without PER",
     )
-    parser.add_argument("--json", default=None, help="write every run and the table here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     unknown = [a for a in algos if a not in TRAINER]
     if unknown:
@@ -670,69 +659,43 @@ def main() -> int:
         f"{args.trainer_override or 'none'}; load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
-    results = {}
+    results, rows = {}, []
     for algo in algos:
         steps = args.steps or (
             max(DEFAULT_STEPS[algo], 8 * args.envs * 128) if algo == "ppo" else DEFAULT_STEPS[algo]
         )
-        runs = {"baseline": [], "trainer": []}
-        for repeat in range(args.repeats):
-            for who in ("baseline", "trainer"):
-                if who == "baseline":
-                    sps, ret, n, comp = baseline_run(
-                        algo, steps, args.envs, args.seed, args.baseline_prng
-                    )
-                else:
-                    sps, ret, n, comp = trainer_run(
-                        algo, steps, args.envs, args.seed, args.trainer_override
-                    )
-                runs[who].append(
-                    {"sps": sps, "final_return": ret, "env_steps": n, "compile_seconds": comp}
-                )
-                print(
-                    f"  {algo} {who:8s} #{repeat}: {n:,} steps, {sps:,.0f} SPS, "
-                    f"final return {ret:.1f}, compile {comp:.1f}s",
-                    flush=True,
-                )
-        if runs["baseline"][0]["env_steps"] != runs["trainer"][0]["env_steps"]:
-            print(f"  note: {algo} baseline and trainer ran different step counts", flush=True)
-        ratios = [t["sps"] / b["sps"] for b, t in zip(runs["baseline"], runs["trainer"])]
-        results[algo] = {
-            "steps": steps,
-            "envs": args.envs if algo == "ppo" else None,
-            "runs": runs,
-            "ratios": ratios,
+        programs = {
+            "baseline": lambda _, algo=algo, steps=steps: baseline_run(
+                algo, steps, args.envs, args.seed, args.baseline_prng
+            ),
+            "trainer": lambda _, algo=algo, steps=steps: trainer_run(
+                algo, steps, args.envs, args.seed, args.trainer_override
+            ),
         }
-
-    print(
-        "\nalgo/envs steps      baseline SPS              trainer SPS               "
-        "trainer/baseline     final return base | trainer"
-    )
-    for algo, r in results.items():
-        b = [x["sps"] for x in r["runs"]["baseline"]]
-        t = [x["sps"] for x in r["runs"]["trainer"]]
-        rb = [x["final_return"] for x in r["runs"]["baseline"]]
-        rt = [x["final_return"] for x in r["runs"]["trainer"]]
-        label = f"{algo}" + (f"/{r['envs']}" if r["envs"] else "")
-        print(
-            f"{label:9s} {r['runs']['trainer'][0]['env_steps']:<10,d} {spread(b):25s} "
-            f"{spread(t):25s} {spread(r['ratios'], '{:.2f}'):20s} "
-            f"{spread(rb, '{:.1f}')} | {spread(rt, '{:.1f}')}"
+        runs = harness.interleave(programs, args.repeats, label=algo)
+        base, trainer = runs["baseline"], runs["trainer"]
+        if base[0]["env_steps"] != trainer[0]["env_steps"]:
+            print(f"  note: {algo} baseline and trainer ran different step counts", flush=True)
+        results[algo] = {"steps": steps, "envs": args.envs if algo == "ppo" else None, "runs": runs}
+        rows.append(
+            [
+                algo + (f"/{args.envs}" if algo == "ppo" else ""),
+                f"{trainer[0]['env_steps']:,}",
+                harness.cell(harness.of(base, "sps")),
+                harness.cell(harness.of(trainer, "sps")),
+                harness.cell(harness.ratios(trainer, base), ".2f"),
+                " / ".join(
+                    f"{harness.spread(harness.of(rs, 'final_return'))['median']:.0f}"
+                    for rs in (base, trainer)
+                ),
+            ]
         )
     print(f"load average {os.getloadavg()[0]:.2f} at the end", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {
-                    "args": vars(args),
-                    "jax": jax.__version__,
-                    "loadavg_end": os.getloadavg(),
-                    "results": results,
-                },
-                f,
-                indent=2,
-            )
-    return 0
+    columns = ["algo/envs", "steps", "baseline SPS", "trainer SPS", "trainer/baseline"]
+    columns.append("final return, baseline / trainer (medians)")
+    return harness.report(
+        __file__, argv, columns, rows, args.json, args=vars(args), results=results
+    )
 
 
 if __name__ == "__main__":

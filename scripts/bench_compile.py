@@ -20,9 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
+
+import harness  # beside this script in scripts/
 
 TINY_PPO = [
     "env.num_envs=4",
@@ -55,20 +55,15 @@ print(json.dumps({"init": middle - start, "chunk": time.perf_counter() - middle}
 
 
 def measure(name: str, options: dict, overrides: list[str]) -> dict:
-    env = {
-        **os.environ,
-        "XLA_FLAGS": os.environ.get("XLA_FLAGS", "--xla_force_host_platform_device_count=1"),
-    }
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, name, json.dumps(options), json.dumps(overrides)],
-        capture_output=True,
-        text=True,
-        env=env,
+    xla_flags = os.environ.get("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+    return harness.child(
+        CHILD,
+        name,
+        json.dumps(options),
+        json.dumps(overrides),
+        env={"XLA_FLAGS": xla_flags},
         timeout=600,
     )
-    if proc.returncode != 0:
-        sys.exit(f"bench_compile: the measurement failed: {proc.stderr.strip()[-500:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
@@ -83,7 +78,7 @@ def parse_variant(text: str) -> tuple[str, dict]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--config", default="ppo_cartpole")
     parser.add_argument(
         "--set",
@@ -100,32 +95,23 @@ def main(argv=None) -> int:
         help='LABEL={json XLA options} for the chunk, and under "init" for init; '
         "'default' always runs",
     )
-    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     overrides = (
         args.set if args.set is not None else (TINY_PPO if args.config == "ppo_cartpole" else [])
     )
-    variants = [("default", {}), *args.variant]
-    times = {label: {"init": [], "chunk": []} for label, _ in variants}
-    for round_ in range(args.repeats):
-        for label, options in variants:
-            for program, seconds in measure(args.config, options, overrides).items():
-                times[label][program].append(seconds)
-            print(
-                f"[round {round_ + 1}/{args.repeats}] {label}: chunk "
-                f"{times[label]['chunk'][-1]:.2f} s, init {times[label]['init'][-1]:.2f} s",
-                file=sys.stderr,
-                flush=True,
-            )
-    print(f"{args.config} {' '.join(overrides)}, {args.repeats} rounds, medians [min-max]:")
-    print("| variant | chunk compile | init compile |\n| --- | ---: | ---: |")
-    for label, _ in variants:
-        cells = [
-            f"{statistics.median(v):.2f} s [{min(v):.2f}-{max(v):.2f}]"
-            for v in (times[label]["chunk"], times[label]["init"])
-        ]
-        print(f"| {label} | {cells[0]} | {cells[1]} |")
-    return 0
+    variants = {"default": {}, **dict(args.variant)}
+    programs = {
+        label: lambda _, options=options: measure(args.config, options, overrides)
+        for label, options in variants.items()
+    }
+    runs = harness.interleave(programs, args.repeats, label=args.config)
+    print(f"{args.config} {' '.join(overrides)}, {args.repeats} rounds, medians [min–max]:")
+    rows = [
+        [label, *(harness.cell(harness.of(runs[label], p), ".2f", " s") for p in ("chunk", "init"))]
+        for label in variants
+    ]
+    columns = ["variant", "chunk compile", "init compile"]
+    return harness.report(__file__, argv, columns, rows, args.json, overrides=overrides, runs=runs)
 
 
 if __name__ == "__main__":

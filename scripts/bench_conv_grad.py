@@ -7,19 +7,17 @@ gradient convolutions against JAX's own, interleaved.
 
 One program is SGD over `--minibatches` minibatches of `--batch` uint8 frames scanned in
 a `lax.scan`, as PPO's epochs and an off-policy tick's updates run: the gradient of the
-torso's mean squared features, then a plain step. Each repeat times one call of the
+torso's mean squared features, then a plain step. Each round times one call of the
 program built with each convolution (compiled beforehand), in turn. Seconds per call,
-medians with min and max over the repeats.
+medians with min and max over the rounds.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 import sys
 import time
 
+import harness  # beside this script in scripts/
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,10 +27,14 @@ from jaxrl_async.nn import conv
 from jaxrl_async.nn.torsos import IMAGE_TORSOS
 
 OURS = conv.conv_general_dilated
+LABELS = {
+    "jax": "JAX's own gradient (lax.conv_general_dilated)",
+    "canonical": "canonical gradient convolutions (jaxrl_async.nn.conv)",
+}
 
 
 def program(torso_name: str, frames: jax.Array, use_ours: bool):
-    """The jitted SGD scan with either convolution, and its parameters."""
+    """One timed call of the jitted SGD scan built with either convolution."""
     conv.conv_general_dilated = OURS if use_ours else lax.conv_general_dilated
     torso = IMAGE_TORSOS[torso_name]()
     params = torso.init(jax.random.key(0), frames[0, :1])
@@ -46,47 +48,41 @@ def program(torso_name: str, frames: jax.Array, use_ours: bool):
 
     compiled = jax.jit(steps).lower(params, frames).compile()
     conv.conv_general_dilated = OURS
-    return compiled, params
 
+    def call(_round: int) -> dict:
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(params, frames))
+        return {"seconds": time.perf_counter() - start}
 
-def spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    return call
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__)
     p.add_argument("--torso", default="nature", choices=sorted(IMAGE_TORSOS))
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--minibatches", type=int, default=4)
     p.add_argument("--size", type=int, default=84, help="frames are size x size x 4")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--json")
     args = p.parse_args(argv)
     shape = (args.minibatches, args.batch, args.size, args.size, 4)
     frames = jnp.asarray(np.random.default_rng(0).integers(0, 256, shape), jnp.uint8)
-    programs = {
-        name: program(args.torso, frames, name == "canonical") for name in ("jax", "canonical")
-    }
-    seconds: dict[str, list[float]] = {name: [] for name in programs}
-    for repeat in range(args.repeats):
-        for name, (compiled, params) in programs.items():
-            start = time.perf_counter()
-            jax.block_until_ready(compiled(params, frames))
-            seconds[name].append(time.perf_counter() - start)
-        print(f"repeat {repeat}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in seconds.items()))
-    summary = {name: spread(values) for name, values in seconds.items()}
-    ratios = [j / c for j, c in zip(seconds["jax"], seconds["canonical"], strict=True)]
-    summary["jax_over_canonical"] = spread(ratios)
-    print(json.dumps(summary, indent=2))
-    if args.json:
-        command = " ".join(["python scripts/bench_conv_grad.py", *(argv or sys.argv[1:])])
-        with open(args.json, "w") as f:
-            json.dump(
-                {"command": command, "args": vars(args), "seconds": seconds, "summary": summary},
-                f,
-                indent=2,
-            )
-    return 0
+    programs = {name: program(args.torso, frames, name == "canonical") for name in LABELS}
+    runs = harness.interleave(programs, args.repeats)
+    what = f"s per call ({args.minibatches} minibatches of {args.batch} frames, "
+    what += f"{args.size}x{args.size}x4)"
+    rows = [
+        [
+            LABELS[name],
+            harness.cell(harness.of(runs[name], "seconds"), ".3g"),
+            "1"
+            if name == "canonical"
+            else harness.cell(harness.ratios(runs[name], runs["canonical"], "seconds"), ".3g"),
+        ]
+        for name in programs
+    ]
+    return harness.report(
+        __file__, argv, ["convolution", what, "ratio to canonical"], rows, args.json, runs=runs
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ Layouts (each a real `jaxrl_async.train` of the config as shipped, plus --set):
 
 XLA_FLAGS=--xla_force_host_platform_device_count=2 is set here before JAX starts. A run's
 SPS is its summary's (compile excluded). One probe run per config sizes the runs to
-about --seconds of training; then the layouts alternate, --repeats rounds.
+about --seconds of training; then the layouts alternate, --repeats rounds; the table
+gives each layout's SPS and its ratio to 1 device, round by round, medians [min–max].
 
     python scripts/bench_devices.py --configs ppo_cartpole,dqn_cartpole [--repeats 3]
     python scripts/bench_devices.py --configs ppo_cartpole --set env.num_envs=2048
@@ -21,10 +22,7 @@ about --seconds of training; then the layouts alternate, --repeats rounds.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import statistics
 import sys
 
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
@@ -32,6 +30,7 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
         os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
     ).strip()
 
+import harness  # beside this script in scripts/
 import jax
 
 import jaxrl_async
@@ -72,7 +71,7 @@ def run(name: str, overrides: list[str], total_steps: int) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = harness.parser(__doc__)
     p.add_argument("--configs", default="ppo_cartpole,impala_cartpole,dqn_cartpole,sac_pendulum")
     p.add_argument(
         "--layouts",
@@ -80,70 +79,34 @@ def main(argv=None) -> int:
         help="comma-separated, of: " + ", ".join(LAYOUTS),
     )
     p.add_argument("--set", action="append", default=[], metavar="section.key=value")
-    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seconds", type=float, default=3.0)
-    p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     layouts = {k: LAYOUTS[k] for k in args.layouts.split(",")}
-    results = {}
+    print(f"jax {jax.__version__} XLA_FLAGS={os.environ['XLA_FLAGS']!r}", file=sys.stderr)
+    rows, results = [], {}
     for name in args.configs.split(","):
-        config = jaxrl_async.load_config(name, args.set)
-        batch = config.batch_size
+        batch = jaxrl_async.load_config(name, args.set).batch_size
         probe = run(name, [*args.set, "pipeline.devices=1"], 8 * batch)
-        updates = max(8, round(args.seconds * probe["sps"] / batch))
-        total = updates * batch
-        print(
-            f"[bench] {name}: {total:,} steps a run (probe {probe['sps']:,.0f} SPS)",
-            file=sys.stderr,
-            flush=True,
-        )
-        runs = {k: [] for k in layouts}
-        for _ in range(args.repeats):
-            for label, overrides in layouts.items():
-                r = run(name, [*args.set, *overrides], total)
-                runs[label].append(r)
-                print(
-                    f"[bench] {name} {label}: {r['sps']:,.0f} SPS, {r['devices']}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        total = max(8, round(args.seconds * probe["sps"] / batch)) * batch
+        print(f"{name}: {total:,} steps a run (probe {probe['sps']:,.0f} SPS)", file=sys.stderr)
+        programs = {
+            label: lambda _, n=name, o=overrides, t=total: run(n, [*args.set, *o], t)
+            for label, overrides in layouts.items()
+        }
+        runs = harness.interleave(programs, args.repeats, label=name)
         results[name] = {"steps": total, "runs": runs}
-    print(
-        f"jax {jax.__version__} "
-        f"XLA_FLAGS={os.environ['XLA_FLAGS']!r}, {args.repeats} rounds, --set {args.set}\n"
-    )
-    head = (
-        "| config | steps/run | "
-        + " | ".join(f"{k} SPS" for k in layouts)
-        + " | "
-        + " | ".join(f"{k} / 1 device" for k in layouts if k != "1 device")
-        + " |"
-    )
-    print(head)
-    print("| --- | ---: |" + " ---: |" * (2 * len(layouts) - 1))
-    for name, res in results.items():
-        sps = {k: [r["sps"] for r in v] for k, v in res["runs"].items()}
-        med = {k: statistics.median(v) for k, v in sps.items()}
-        cells = [
-            f"{med[k] / 1e3:,.0f}k [{min(v) / 1e3:,.0f}–{max(v) / 1e3:,.0f}k]"
-            for k, v in sps.items()
-        ]
-        ratios = [
-            f"{med[k] / med['1 device']:.2f}"
-            for k in layouts
-            if k != "1 device" and "1 device" in med
-        ]
-        print(
-            f"| {name} | {res['steps']:,} | "
-            + " | ".join(cells)
-            + " | "
-            + " | ".join(ratios)
-            + " |"
+        rows.append(
+            [f"`{name}`", f"{total:,}"]
+            + [harness.cell(harness.of(rs, "sps")) for rs in runs.values()]
+            + [
+                harness.cell(harness.ratios(runs[k], runs["1 device"]), ".2f")
+                for k in layouts
+                if k != "1 device" and "1 device" in layouts
+            ]
         )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return 0
+    columns = ["config", "steps/run", *layouts]
+    columns += [f"{k} / 1 device" for k in layouts if k != "1 device" and "1 device" in layouts]
+    return harness.report(__file__, argv, columns, rows, args.json, set=args.set, results=results)
 
 
 if __name__ == "__main__":

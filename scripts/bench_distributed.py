@@ -8,22 +8,22 @@ Each run is the real command line (`python -m jaxrl_async train`) in fresh proce
   device each: the same mesh of two, with gloo carrying the gradient all-reduce.
 All use threefry keys (philox does not compile on two devices) and write a run
 directory; SPS is the run's summary.json (compile excluded). One unmeasured run of each
-setting first fills the compile cache; then the settings alternate, --repeats times.
+setting first fills the compile cache; then the settings alternate, --repeats rounds.
 
     flock /tmp/cpu.lock .venv/bin/python scripts/bench_distributed.py [--envs 64] [--repeats 3]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import harness  # beside this script in scripts/
 
 SETTINGS = {"1 proc x 1 dev": (1, 1), "1 proc x 2 dev": (1, 2), "2 proc x 1 dev": (2, 1)}
 
@@ -35,7 +35,7 @@ def _free_port() -> int:
 
 
 def run(processes: int, devices: int, args, timeout: float = 900) -> dict:
-    """One training run; the summary of process 0."""
+    """One training run: figures of the summary of process 0."""
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         overrides = [
@@ -90,48 +90,34 @@ def run(processes: int, devices: int, args, timeout: float = 900) -> dict:
         for p, err in zip(procs, errors):
             if p.returncode != 0:
                 raise RuntimeError(f"run failed ({p.returncode}): {err[-2000:]}")
-        return json.loads((run_dir / "summary.json").read_text())
-
-
-def spread(values, fmt="{:,.0f}") -> str:
-    return (
-        f"{fmt.format(statistics.median(values))} "
-        f"[{fmt.format(min(values))}–{fmt.format(max(values))}]"
-    )
+        summary = json.loads((run_dir / "summary.json").read_text())
+        return {key: summary[key] for key in ("sps", "compile_seconds", "env_steps")}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--config", default="ppo_cartpole")
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--steps", type=int, default=500_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", default=None, help="also write the raw summaries here")
     args = parser.parse_args(argv)
-
-    for processes, devices in SETTINGS.values():  # warm the compile cache
-        run(processes, devices, args)
-    results: dict[str, list[dict]] = {label: [] for label in SETTINGS}
-    for _ in range(args.repeats):
-        for label, (processes, devices) in SETTINGS.items():
-            results[label].append(run(processes, devices, args))
-
-    base = statistics.median(s["sps"] for s in results["1 proc x 1 dev"])
-    print(
-        f"{args.config}, {args.envs} envs, {args.steps:,} steps, median [min–max] of {args.repeats}"
-    )
-    print("| setting | SPS | compile s | vs 1 proc x 1 dev |")
-    print("| --- | ---: | ---: | ---: |")
-    for label, summaries in results.items():
-        sps = [s["sps"] for s in summaries]
-        print(
-            f"| {label} | {spread(sps)} | "
-            f"{spread([s['compile_seconds'] for s in summaries], '{:.1f}')} | "
-            f"{statistics.median(sps) / base:.2f} |"
-        )
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
-    return 0
+    programs = {
+        label: lambda _, p=processes, d=devices: run(p, d, args)
+        for label, (processes, devices) in SETTINGS.items()
+    }
+    runs = harness.interleave(programs, args.repeats, warmup=1)  # warm-up: the compile cache
+    print(f"{args.config}, {args.envs} envs, {args.steps:,} steps, {args.repeats} rounds")
+    base = runs["1 proc x 1 dev"]
+    rows = [
+        [
+            label,
+            harness.cell(harness.of(summaries, "sps"), ",.0f"),
+            harness.cell(harness.of(summaries, "compile_seconds"), ".1f"),
+            harness.cell(harness.ratios(summaries, base), ".2f"),
+        ]
+        for label, summaries in runs.items()
+    ]
+    columns = ["setting", "SPS", "compile s", "vs 1 proc x 1 dev"]
+    return harness.report(__file__, argv, columns, rows, args.json, runs=runs)
 
 
 if __name__ == "__main__":

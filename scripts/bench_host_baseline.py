@@ -22,24 +22,24 @@ normalises each env's observations by that env's statistics.
 
 SPS counts the env steps after the first rollout and update (whose compiles both sides
 leave out); the final return is the mean raw return of the last num_envs episodes on
-both sides. Each repeat runs the baseline, then the trainer at each lag, all with the
-config's seed, or with seed r in repeat r under --seed-per-repeat. Medians with min and
-max over the repeats.
+both sides. Each round runs the baseline, then the trainer at each lag, all with the
+config's seed, or with seed r in round r under --seed-per-repeat. Medians with min and
+max over the rounds; `python scripts/harness.py table` puts --json's table into
+docs/performance.json.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 
 import flax.linen as nn
+import harness  # beside this script in scripts/
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from bench_host import spread, train_once  # beside this script in scripts/
+from bench_host import train_once
 
 import jaxrl_async
 
@@ -232,64 +232,43 @@ def run_baseline(config) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__)
     p.add_argument("--config", default="ppo_gymnasium_cartpole")
     p.add_argument("--override", action="append", default=[])
     p.add_argument("--steps", type=int, default=131_072, help="train.total_steps")
     p.add_argument("--lags", default="0,1")
-    p.add_argument("--repeats", type=int, default=3)
     p.add_argument(
         "--seed-per-repeat",
         action="store_true",
-        help="repeat r trains train.seed=r on both sides (returns over seeds, not one seed)",
+        help="round r trains train.seed=r on both sides (returns over seeds, not one seed)",
     )
-    p.add_argument("--json")
     args = p.parse_args(argv)
     overrides = [*args.override, f"train.total_steps={args.steps}", "train.progress=false"]
     lags = [int(x) for x in args.lags.split(",")]
-    runs: dict[str, list[dict]] = {"baseline": [], **{f"lag{lag}": [] for lag in lags}}
-    for repeat in range(args.repeats):
-        seeded = [*overrides, f"train.seed={repeat}"] if args.seed_per_repeat else overrides
-        runs["baseline"].append(run_baseline(jaxrl_async.load_config(args.config, seeded)))
-        for lag in lags:
-            runs[f"lag{lag}"].append(train_once(args.config, seeded, lag))
-        print(
-            f"repeat {repeat}: "
-            + ", ".join(
-                f"{k} {v[-1]['sps']:,.0f} SPS (return {v[-1]['final_return']})"
-                for k, v in runs.items()
-            ),
-            flush=True,
-        )
-    summary = {
-        k: {
-            "sps": spread([r["sps"] for r in v]),
-            "final_return": spread([r["final_return"] for r in v]),
-        }
-        for k, v in runs.items()
+
+    def seeded(round_):
+        return [*overrides, f"train.seed={round_}"] if args.seed_per_repeat else overrides
+
+    programs = {
+        "plain loop": lambda r: run_baseline(jaxrl_async.load_config(args.config, seeded(r)))
     }
     for lag in lags:
-        ratios = [
-            r["sps"] / b["sps"] for r, b in zip(runs[f"lag{lag}"], runs["baseline"], strict=True)
+        programs[f"trainer, lag {lag}"] = lambda r, lag=lag: train_once(args.config, seeded(r), lag)
+    runs = harness.interleave(programs, args.repeats)
+    rows = [
+        [
+            name,
+            harness.cell(harness.of(rs, "sps")),
+            "1"
+            if name == "plain loop"
+            else harness.cell(harness.ratios(rs, runs["plain loop"]), ".2f"),
+            harness.cell(harness.of(rs, "final_return"), ".1f"),
         ]
-        summary[f"lag{lag}_over_baseline"] = spread(ratios)
-    print(json.dumps(summary, indent=2))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {
-                    "command": " ".join(
-                        ["python scripts/bench_host_baseline.py", *(argv or sys.argv[1:])]
-                    ),
-                    "config": args.config,
-                    "overrides": overrides,
-                    "runs": runs,
-                    "summary": summary,
-                },
-                f,
-                indent=2,
-            )
-    return 0
+        for name, rs in runs.items()
+    ]
+    returns = "final return" + ("" if args.seed_per_repeat else " (one seed)")
+    columns = ["run", "training SPS", "ratio to the plain loop", returns]
+    return harness.report(__file__, argv, columns, rows, args.json, overrides=overrides, runs=runs)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ With `--separate commands` the other side is instead N `jaxrl-async train` comma
 fresh process each, one after another, sharing one persistent compile cache that starts
 empty (what a shell loop over the values gets: the first command compiles, the others
 load the program and pay the process's start, imports and set-up again).
-The two sides alternate, `--repeats` times each; the table gives medians [min-max]:
-wall seconds, runs per second, aggregate SPS (all runs' env steps over the wall time,
-compile included) and the time ratio separate / sweep.
+The two sides alternate, `--repeats` rounds; the table gives medians [min–max]: wall
+seconds, the time ratio separate / sweep, round by round, and aggregate SPS (all runs'
+env steps over the wall time, compile included).
 
     python scripts/bench_sweep.py                         # ppo_cartpole, 1/4/16/64 points
     python scripts/bench_sweep.py --points 16 --repeats 3 --steps 131072
@@ -24,15 +24,15 @@ compile included) and the time ratio separate / sweep.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 
+import harness  # beside this script in scripts/
 import numpy as np
 
 CHILD = """
@@ -55,8 +55,8 @@ else:
             name, base + [f"agent.learning_rate={rate}"]))
         finals.append(run.summary["final_return"])
         env_steps += run.summary["env_steps"]
-print("RESULT", json.dumps({"seconds": time.perf_counter() - start, "env_steps": env_steps,
-                            "finals": finals}))
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "env_steps": env_steps, "finals": finals}))
 """
 
 
@@ -98,92 +98,54 @@ def run_commands(config: str, points: int, steps: int) -> dict:
 
 
 def run_child(mode: str, config: str, points: int, steps: int) -> dict:
+    """The sweep, or the N train() calls, in a fresh process with an empty compile cache."""
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": cache}
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                CHILD,
-                mode,
-                config,
-                str(points),
-                str(steps),
-                json.dumps(rates_of(points)),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-    if proc.returncode != 0:
-        sys.exit(f"bench_sweep: the {mode} run of {points} points failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.split("RESULT", 1)[1])
-
-
-def spread(values) -> str:
-    return f"{statistics.median(values):.3g} [{min(values):.3g}-{max(values):.3g}]"
+        rates = json.dumps(rates_of(points))
+        env = {"JAX_COMPILATION_CACHE_DIR": cache}
+        return harness.child(CHILD, mode, config, points, steps, rates, env=env)
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = harness.parser(__doc__)
     p.add_argument("--config", default="ppo_cartpole")
     p.add_argument("--points", default="1,4,16,64", help="grid sizes, comma-separated")
     p.add_argument("--steps", type=int, default=131_072, help="env steps of each run")
-    p.add_argument("--repeats", type=int, default=3)
     p.add_argument(
         "--separate",
         choices=("calls", "commands"),
         default="calls",
         help="N train() calls in one process (default) or N CLI commands",
     )
-    p.add_argument("--json", default=None, help="also write every measurement here")
     args = p.parse_args(argv)
-    sizes = [int(n) for n in args.points.split(",")]
-
-    rows = []
-    for n in sizes:
-        times = {"sweep": [], "separate": []}
-        for _ in range(args.repeats):
-            for mode in ("sweep", "separate"):  # alternating, so load drifts hit both
-                out = (
-                    run_commands(args.config, n, args.steps)
-                    if mode == "separate" and args.separate == "commands"
-                    else run_child(mode, args.config, n, args.steps)
-                )
-                times[mode].append(out["seconds"])
-                print(f"{n:>3} points, {mode:>8}: {out['seconds']:7.2f} s", flush=True)
+    separate = run_commands if args.separate == "commands" else partial(run_child, "separate")
+    rows, runs = [], {}
+    for n in [int(n) for n in args.points.split(",")]:
+        programs = {
+            "sweep": lambda _, n=n: run_child("sweep", args.config, n, args.steps),
+            "separate": lambda _, n=n: separate(args.config, n, args.steps),
+        }
+        runs[n] = harness.interleave(programs, args.repeats, label=f"{n} points")
+        seconds = {mode: harness.of(rs, "seconds") for mode, rs in runs[n].items()}
         rows.append(
-            {
-                "points": n,
-                "steps": args.steps,
-                "separate_as": args.separate,
-                **times,
-                "ratio": [s / w for s, w in zip(times["separate"], times["sweep"])],
-            }
+            [
+                str(n),
+                *(harness.cell(seconds[m], ".3g", " s") for m in ("sweep", "separate")),
+                harness.cell(
+                    harness.ratios(runs[n]["separate"], runs[n]["sweep"], "seconds"), ".3g"
+                ),
+                *(
+                    harness.cell([n * args.steps / t for t in seconds[m]])
+                    for m in ("sweep", "separate")
+                ),
+            ]
         )
-
     print(
-        f"\n{args.config}, {args.steps:,} env steps a run, compile included, separate runs "
-        f"as {args.separate}, median [min-max] of {args.repeats}"
+        f"{args.config}, {args.steps:,} env steps a run, compile included, separate runs "
+        f"as {args.separate}, {args.repeats} rounds"
     )
-    print(
-        "| points | sweep s | separate s | sweep runs/s | separate runs/s | "
-        "sweep SPS | separate SPS | separate / sweep |"
-    )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        n = r["points"]
-        rate = {m: [n / t for t in r[m]] for m in ("sweep", "separate")}
-        sps = {m: [n * r["steps"] / t for t in r[m]] for m in ("sweep", "separate")}
-        print(
-            f"| {n} | {spread(r['sweep'])} | {spread(r['separate'])} | "
-            f"{spread(rate['sweep'])} | {spread(rate['separate'])} | "
-            f"{spread(sps['sweep'])} | {spread(sps['separate'])} | {spread(r['ratio'])} |"
-        )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
-    return 0
+    columns = ["points", "sweep", f"separate {args.separate}", "separate / sweep"]
+    columns += ["sweep aggregate SPS", "separate aggregate SPS"]
+    return harness.report(__file__, argv, columns, rows, args.json, runs=runs)
 
 
 if __name__ == "__main__":

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shlex
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
+
+import harness  # beside this script in scripts/
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIET = ["train.progress=false", "train.compile_cache=false"]
@@ -76,19 +76,6 @@ ITEMS = [
     ),
     Item("ppo_gymnasium_cartpole", ["train", "ppo_gymnasium_cartpole"], 60, TINY[:2]),
 ]
-
-
-def _commit() -> str:
-    """The checkout's commit, or GPU_CHECK_COMMIT where the tree was copied without git."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        if out.returncode == 0:
-            return out.stdout.strip()
-    except OSError:
-        pass
-    return os.environ.get("GPU_CHECK_COMMIT", "unknown")
 
 
 def _devices() -> dict:
@@ -170,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     report = {
         "command": "python scripts/gpu_check.py" + (" " + shlex.join(argv) if argv else ""),
-        "commit": _commit(),
-        "machine": f"{platform.node()} ({os.cpu_count()} CPU cores)",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": harness.commit(),  # $GPU_CHECK_COMMIT where the tree has no git
+        "machine": f"{platform.node()}, {harness.machine()}",
+        "date": harness.now(),
         "tiny": args.tiny,
         "jax": _devices(),
         "items": [],

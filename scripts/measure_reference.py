@@ -1,66 +1,63 @@
 #!/usr/bin/env python
 """The reference run's figures: ppo_cartpole over seeds 0-2, each started cold (a fresh
-compile cache) and then warm, each in a fresh process. Prints one JSON line per run
-and a summary: final returns, SPS and compile seconds (median [min-max]).
+compile cache) and then warm, each in a fresh process: round k is seed k, cold then warm.
+Prints final returns, SPS and compile seconds (median [min–max]).
 
-    python scripts/measure_reference.py [CONFIG] [--seeds 3]
+    python scripts/measure_reference.py [CONFIG] [--seeds 3] [--json out.json]
 """
 
-import argparse
-import json
-import os
-import statistics
-import subprocess
 import sys
 import tempfile
+
+import harness  # beside this script in scripts/
 
 CHILD = """
 import json, sys, jaxrl_async
 config = jaxrl_async.load_config(sys.argv[1], [f"train.seed={sys.argv[2]}", "train.progress=false"])
 print(json.dumps(jaxrl_async.train(config).summary))
 """
+KEYS = ("final_return", "sps", "compile_seconds", "wall_seconds")
 
 
-def spread(xs):
-    return f"{statistics.median(xs):.3g} [{min(xs):.3g}-{max(xs):.3g}]"
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> int:
+    parser = harness.parser(__doc__, repeats=None)
     parser.add_argument("config", nargs="?", default="ppo_cartpole")
     parser.add_argument("--seeds", type=int, default=3)
-    args = parser.parse_args()
-    rows = []
-    for seed in range(args.seeds):
-        with tempfile.TemporaryDirectory() as cache:
-            for phase in ("cold", "warm"):
-                out = subprocess.run(
-                    [sys.executable, "-c", CHILD, args.config, str(seed)],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                    env={**os.environ, "JAX_COMPILATION_CACHE_DIR": cache},
-                )
-                s = json.loads(out.stdout.strip().splitlines()[-1])
-                rows.append(
-                    {
-                        "seed": seed,
-                        "phase": phase,
-                        **{
-                            k: s[k]
-                            for k in ("final_return", "sps", "compile_seconds", "wall_seconds")
-                        },
-                    }
-                )
-                print(json.dumps(rows[-1]), flush=True)
-    print("final returns:", sorted({r["seed"]: r["final_return"] for r in rows}.items()))
-    print("SPS:", spread([r["sps"] for r in rows]))
-    for phase in ("cold", "warm"):
-        print(
-            f"compile seconds {phase}:",
-            spread([r["compile_seconds"] for r in rows if r["phase"] == phase]),
-        )
-    return 0
+    args = parser.parse_args(argv)
+    caches: dict[int, tempfile.TemporaryDirectory] = {}
+
+    def phase(name: str):
+        def program(seed: int) -> dict:
+            if name == "cold":
+                caches[seed] = tempfile.TemporaryDirectory()
+            cache = {"JAX_COMPILATION_CACHE_DIR": caches[seed].name}
+            summary = harness.child(CHILD, args.config, seed, env=cache)
+            if name == "warm":
+                caches.pop(seed).cleanup()
+            return {key: summary[key] for key in KEYS}
+
+        return program
+
+    runs = harness.interleave({p: phase(p) for p in ("cold", "warm")}, args.seeds)
+    both = runs["cold"] + runs["warm"]
+    rows = [
+        [
+            f"final return, seeds 0-{args.seeds - 1}",
+            " / ".join(
+                "-" if r is None else f"{r:.0f}" for r in harness.of(runs["warm"], "final_return")
+            ),
+        ],
+        ["training SPS", harness.cell(harness.of(both, "sps"))],
+        [
+            "trace + compile, empty compile cache",
+            harness.cell(harness.of(runs["cold"], "compile_seconds"), ".3g", " s"),
+        ],
+        [
+            "trace + compile, warm compile cache",
+            harness.cell(harness.of(runs["warm"], "compile_seconds"), ".3g", " s"),
+        ],
+    ]
+    return harness.report(__file__, argv, ["measure", "value"], rows, args.json, runs=runs)
 
 
 if __name__ == "__main__":

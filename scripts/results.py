@@ -20,7 +20,6 @@ import argparse
 import importlib.util
 import json
 import math
-import os
 import platform
 import shlex
 import shutil
@@ -28,30 +27,16 @@ import statistics
 import sys
 import time
 import traceback
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from provenance import shown_command  # beside this script in scripts/
+from harness import machine, now  # beside this script in scripts/
+from provenance import shown_command
 
 # Results describe the training as shipped: cold compiles, no progress bar on stdout.
 BASE_OVERRIDES = ("train.compile_cache=false", "train.progress=false")
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "gymnax", "numpy")
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def machine() -> str:
-    """CPU model and core count, e.g. 'Intel(R) Xeon(R) ... (2 cores)'."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model} ({cores} cores)"
 
 
 def versions() -> dict[str, str]:
@@ -354,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     if (out / "results.json").is_file():
         rows = json.loads((out / "results.json").read_text())["rows"]
     batch = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": now(),
         "command": shown_command(shlex.join(["python", "scripts/results.py", *argv])),
         "machine": machine(),
         "versions": versions(),

@@ -373,7 +373,7 @@ def test_the_tables_random_returns_are_what_the_script_measures():
 
     from tests.helpers.cli import ROOT
 
-    path = ROOT / "scripts" / "analysis/reference_scores.py"
+    path = ROOT / "scripts" / "reference_scores.py"
     spec = importlib.util.spec_from_file_location("reference_scores_script", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
