@@ -168,7 +168,7 @@ def test_periodic_checkpoints_round_to_host_calls_and_keep_the_last_n(tmp_path):
 
 CRASH_ON_SAVE = """
 import os, sys
-from orbax.checkpoint._src.path import atomicity
+from orbax.checkpoint.path import atomicity
 import jaxrl_async
 
 finalize = atomicity.AtomicRenameTemporaryPath.finalize

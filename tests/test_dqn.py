@@ -325,7 +325,7 @@ def test_replay_stores_raw_observations_and_the_learner_sees_them_normalised(mon
 
 
 @pytest.mark.slow
-def test_dqn_with_prioritized_replay_solves_cartpole(runtime_emitters, prng="philox4x32"):
+def test_dqn_with_prioritized_replay_solves_cartpole(prng="philox4x32"):
     """The shipped reference config at its full budget: 2 of 3 seeds and the median
     reach 475. Nearly every seed solves at this budget under either PRNG, so the suite runs
     the default one only; smaller budgets do not learn reliably enough to test."""

@@ -263,7 +263,7 @@ def test_ppo_builds_as_a_host_agent():
 
 
 @pytest.mark.slow
-def test_ppo_learns_gymnasium_cartpole(optimized_programs):
+def test_ppo_learns_gymnasium_cartpole():
     """Three seeds, one after another, at lag 1: the median final return is far above a
     random policy's (about 22)."""
     returns = cartpole_final_returns(

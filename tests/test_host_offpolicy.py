@@ -223,7 +223,7 @@ def test_recurrent_still_refused_and_max_staleness_refused_off_policy():
 
 
 @pytest.mark.slow
-def test_dqn_learns_gymnasium_cartpole(optimized_programs):
+def test_dqn_learns_gymnasium_cartpole():
     """Three seeds, one after another, at lag 1: the median final return is far above a
     random policy's (about 22)."""
     returns = cartpole_final_returns(

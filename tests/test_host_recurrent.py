@@ -204,7 +204,7 @@ def test_gru_run_resume_and_eval_from_the_command_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_gru_ppo_learns_gymnasium_cartpole(optimized_programs):
+def test_gru_ppo_learns_gymnasium_cartpole():
     """Three seeds, one after another, at lag 1: recurrent PPO's median final return is
     far above a random policy's (about 22). The learning rate and reward scale of
     ppo_rnn_cartpole_masked: the policy and value heads share the cell."""

@@ -218,7 +218,7 @@ def test_ctrl_c_saves_exits_130_and_the_hint_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def test_ppo_learns_a_users_own_gymnasium_env_named_by_module_and_id(optimized_programs):
+def test_ppo_learns_a_users_own_gymnasium_env_named_by_module_and_id():
     """PPO on the corridor, the user's own `gymnasium.Env` (`gymnasium:<module>:<id>`),
     three seeds one after another: every seed ends walking straight to the goal (a
     return of 12 or 13, by the start cell), which a random walk (STAY half the time,

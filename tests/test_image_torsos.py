@@ -183,7 +183,7 @@ def test_every_head_reads_frames_through_an_image_torso():
 
 
 @pytest.mark.slow
-def test_impala_torso_trains_ppo_on_minatar(optimized_programs):
+def test_impala_torso_trains_ppo_on_minatar():
     """A few PPO updates on Breakout-MinAtar (10x10x4 frames) with the IMPALA torso."""
     config = jaxrl_async.load_config(
         "ppo_breakout_minatar",

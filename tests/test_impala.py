@@ -15,7 +15,7 @@ from tests.helpers.probe_envs import advantages_reference, walk_rollout
 # Each learning test runs under one PRNG (either passes under both): the default keys at
 # lag 0, threefry2x32 at lag 1, so both streams stay under test at half the suite's time.
 @pytest.mark.slow
-def test_impala_solves_cartpole(optimized_programs, prng="auto"):
+def test_impala_solves_cartpole(prng="auto"):
     """The shipped config at lag 0: five of six seeds and the median reach 475."""
     result = jaxrl_async.train(
         jaxrl_async.load_config(
@@ -38,7 +38,7 @@ def test_impala_solves_cartpole(optimized_programs, prng="auto"):
 
 
 @pytest.mark.slow
-def test_impala_with_lag_1_solves_cartpole(optimized_programs, prng="threefry2x32"):
+def test_impala_with_lag_1_solves_cartpole(prng="threefry2x32"):
     """One update behind the learner, V-trace corrects: five of six seeds and the median
     reach 475. The config's Adam b1 of 0 matters here: the default 0.9 lets a seed
     collapse at lag 1.

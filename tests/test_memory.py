@@ -18,7 +18,7 @@ from jaxrl_async.pipeline.build import build_pipeline
 from jaxrl_async.pipeline.program import PipelineShape, make_pipeline
 from jaxrl_async.pipeline.sharding import AXIS
 from jaxrl_async.types import BuildContext
-from tests.helpers.cli import USER_LEVEL, call_at_user_level, run_cli_in_process
+from tests.helpers.cli import run_cli_in_process
 from tests.helpers.learning import assert_learns, seed_returns
 from tests.helpers.probe_envs import ClockEnv, WalkEnv, counting_agent
 
@@ -209,14 +209,14 @@ def test_the_learner_reruns_stored_sequences_as_a_hand_written_loop(memory):
 @pytest.mark.slow
 def test_lag0_recurrent_tick_is_rollout_then_learn():
     """The scanned pipeline equals rollouts and updates called by hand, the memory
-    handed from each rollout to the next, bitwise (each program compiled as a user's run
-    compiles it). The cell steps inside the one compiled chunk: no host callback."""
+    handed from each rollout to the next, bitwise. The cell steps inside the one compiled
+    chunk: no host callback."""
     config = jaxrl_async.load_config("ppo_cartpole", GRU)
     pipeline, _agent = build_pipeline(config)
     state = jax.jit(pipeline.init)(KEY)
     lowered = jax.jit(pipeline.chunk(3)).lower(state)
     assert "callback" not in lowered.as_text()
-    final, metrics = lowered.compile(compiler_options=USER_LEVEL)(state)
+    final, metrics = lowered.compile()(state)
 
     learner, env_state, obs, memory, key = (
         state.learner,
@@ -228,10 +228,10 @@ def test_lag0_recurrent_tick_is_rollout_then_learn():
     losses = []
     for _ in range(3):
         key, rollout_key, learn_key = jax.random.split(key, 3)
-        env_state, obs, memory, traj, _ = call_at_user_level(
-            pipeline.rollout, learner.params, env_state, obs, memory, rollout_key
+        env_state, obs, memory, traj, _ = jax.jit(pipeline.rollout)(
+            learner.params, env_state, obs, memory, rollout_key
         )
-        learner, m, _ = call_at_user_level(pipeline.learn, learner, traj, learn_key)
+        learner, m, _ = jax.jit(pipeline.learn)(learner, traj, learn_key)
         losses.append(m["loss"])
     for a, b in zip(_leaves((final.learner, final.memory)), _leaves((learner, memory))):
         np.testing.assert_array_equal(a, b)
@@ -339,7 +339,7 @@ def _trained(name, overrides):
 
 
 @pytest.mark.slow
-def test_recurrent_ppo_learns_to_count_on_a_custom_env(optimized_programs):
+def test_recurrent_ppo_learns_to_count_on_a_custom_env():
     """A custom env passed to `train` (ClockEnv: blank observations, reward 1 for the
     parity of the step, episodes of 3-6 steps, so 4.5 per episode at best): the recurrent
     policy counts, a memoryless one earns about half. The budget is twice the one at
@@ -369,7 +369,7 @@ def test_recurrent_ppo_learns_to_count_on_a_custom_env(optimized_programs):
 
 
 @pytest.mark.slow
-def test_recurrent_ppo_balances_cartpole_without_velocities(runtime_emitters):
+def test_recurrent_ppo_balances_cartpole_without_velocities():
     """ppo_rnn_cartpole_masked at 3e5 steps (shipped 5e5): the median and 2 of 3 seeds
     reach 400; the MLP of the same config and budget stays near 50. The shorter budget
     still clears the threshold with margin under either PRNG.
@@ -381,7 +381,7 @@ def test_recurrent_ppo_balances_cartpole_without_velocities(runtime_emitters):
 
 
 @pytest.mark.slow
-def test_recurrent_ppo_recalls_the_memory_chain_context(runtime_emitters):
+def test_recurrent_ppo_recalls_the_memory_chain_context():
     """ppo_rnn_memory_chain at 3e5 steps (shipped 4e5): the median and 2 of 3 seeds reach
     0.9 of the optimum (1), where a memoryless policy stays at chance (0): the context shows
     at an episode's first step only (test_memory_chain_shows_its_context_at_the_first_step_only).

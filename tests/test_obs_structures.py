@@ -94,7 +94,7 @@ def test_normalize_obs_refuses_a_dict_observation():
 
 
 @pytest.mark.slow
-def test_ppo_with_cnn_torso_learns_from_a_masked_dict_observation(optimized_programs):
+def test_ppo_with_cnn_torso_learns_from_a_masked_dict_observation():
     """PPO (conv torso) on the image + mask env over 6 seeds: 5 and the median reach 95%
     of the optimum, and no episode ever scores above it (an illegal action earns 2).
     """
@@ -121,7 +121,7 @@ def test_ppo_with_cnn_torso_learns_from_a_masked_dict_observation(optimized_prog
 
 
 @pytest.mark.slow
-def test_dqn_explores_and_learns_only_legal_actions(optimized_programs):
+def test_dqn_explores_and_learns_only_legal_actions():
     """DQN (ε from 1) on the image + mask env, 4 seeds: returns never exceed the legal
     optimum (uniform exploration over all 3 actions would average 1.33 per step, above
     the legal 1), and the median seed learns the context."""

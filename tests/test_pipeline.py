@@ -7,7 +7,6 @@ import pytest
 import jaxrl_async
 from jaxrl_async.pipeline.build import build_pipeline
 from jaxrl_async.pipeline.program import compile_init
-from tests.helpers.cli import call_at_user_level
 from tests.helpers.learning import assert_learns
 
 SMALL = [
@@ -39,19 +38,18 @@ def _leaves(tree):
 
 @pytest.mark.slow
 def test_lag0_tick_is_rollout_then_learn():
-    """Synchronous PPO written out by hand equals the scanned pipeline, bitwise (each
-    program compiled as a user's run compiles it)."""
+    """Synchronous PPO written out by hand equals the scanned pipeline, bitwise."""
     _agent, pipeline, state = _build(lag=0)
-    final, metrics = call_at_user_level(pipeline.chunk(3), state)
+    final, metrics = jax.jit(pipeline.chunk(3))(state)
 
     learner, env_state, obs, key = state.learner, state.env_state, state.obs, state.key
     losses = []
     for _ in range(3):
         key, rollout_key, learn_key = jax.random.split(key, 3)
-        env_state, obs, _, traj, _ = call_at_user_level(
-            pipeline.rollout, learner.params, env_state, obs, None, rollout_key
+        env_state, obs, _, traj, _ = jax.jit(pipeline.rollout)(
+            learner.params, env_state, obs, None, rollout_key
         )
-        learner, m, _ = call_at_user_level(pipeline.learn, learner, traj, learn_key)
+        learner, m, _ = jax.jit(pipeline.learn)(learner, traj, learn_key)
         losses.append(m["loss"])
     for a, b in zip(_leaves(final.learner), _leaves(learner)):
         np.testing.assert_array_equal(a, b)
@@ -150,7 +148,7 @@ def test_bad_lag_values_are_config_errors():
 
 
 @pytest.mark.slow
-def test_async_ppo_solves_cartpole(runtime_emitters, lag=1, prng="philox4x32"):
+def test_async_ppo_solves_cartpole(lag=1, prng="philox4x32"):
     """PPO one and two updates behind the learner still solves CartPole: at the shipped 5e5
     steps 3 of 4 seeds and the median reach 475. The suite runs the shipped config (lag 1,
     default PRNG) only, for its time; a shorter budget leaves too many seeds short at lag 1.

@@ -283,7 +283,7 @@ def test_learn_reads_every_sweepable_value_from_the_learner_state(walk):
 # ends short at this budget, so the test asks for four of six rather than all (it then
 # fails rarely on another CPU's float bits); half the budget leaves too many short.
 @pytest.mark.slow
-def test_pqn_solves_cartpole(optimized_programs, prng="auto"):
+def test_pqn_solves_cartpole(prng="auto"):
     result = jaxrl_async.train(
         jaxrl_async.load_config(
             "pqn_cartpole", ["train.num_seeds=6", f"train.prng={prng}", "train.progress=false"]

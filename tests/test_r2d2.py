@@ -209,7 +209,7 @@ def test_config_errors():
 
 
 @pytest.mark.slow
-def test_r2d2_learns_masked_cartpole(runtime_emitters):
+def test_r2d2_learns_masked_cartpole():
     """The shipped config at 250k of its 300k steps, 3 seeds in one program: the median and
     2 of 3 seeds average at least 300 over the last 5 log points (the last 50k steps) with
     the velocities masked. One log point is too noisy to assert on (its episodes run under

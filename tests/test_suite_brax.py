@@ -119,7 +119,7 @@ RANDOM_RETURN = 22.7
 
 
 @pytest.mark.slow
-def test_ppo_learns_to_balance_the_pendulum_by_name(optimized_programs):
+def test_ppo_learns_to_balance_the_pendulum_by_name():
     """`env.name=brax:inverted_pendulum` trains: 3 seeds in one program, 65,536 steps,
     the median and 2 of 3 seeds to 150 of 200, over 6x what random actions get. A seed
     can end just short of 150 on another float rounding, hence 2 of 3. The spring backend

@@ -164,7 +164,7 @@ RANDOM_RETURN = 1.44
 
 
 @pytest.mark.slow
-def test_ppo_beats_random_play_by_name(optimized_programs):
+def test_ppo_beats_random_play_by_name():
     """`env.name=craftax:Craftax-Classic-Symbolic-v1` trains: 3 seeds in one program,
     32,768 steps, each seed a whole achievement's reward above random play. Far from solving
     Craftax: it shows the adapter trains, not a result.

@@ -306,7 +306,7 @@ def test_direct_is_the_suites_own_reset_and_step(env_id, kwargs, action, suite_a
 
 
 @pytest.mark.slow
-def test_ppo_learns_snake_by_name_respecting_the_action_mask(optimized_programs):
+def test_ppo_learns_snake_by_name_respecting_the_action_mask():
     """`env.name=jumanji:Snake-v1` on a 6x6 board with a 100-step limit, 4 seeds in one
     program, 131,072 steps: the small board puts fruit within reach of a short random
     walk, so the reward is dense enough for PPO to learn within the budget, and the limit

@@ -149,7 +149,7 @@ def test_direct_is_navix_own_reset_and_step(empty):
 
 
 @pytest.mark.slow
-def test_ppo_learns_to_reach_the_goal_by_name(optimized_programs):
+def test_ppo_learns_to_reach_the_goal_by_name():
     """`env.name=navix:Navix-Empty-5x5-v0` trains: 4 seeds in one program, 40,960 steps.
 
     Reward 1 on reaching the goal (navix's default, no time penalty), so a return is a

@@ -187,7 +187,7 @@ def test_direct_is_the_suites_own_reset_and_step():
 
 
 @pytest.mark.slow
-def test_ppo_solves_empty_5x5_by_name(optimized_programs):
+def test_ppo_solves_empty_5x5_by_name():
     """`env.name=xminigrid:MiniGrid-Empty-5x5`, 4 seeds in one program, 49,152 steps. The
     optimum is 0.955 (the goal in 5 steps; reward 1 - 0.9 * steps / 100); uniformly random
     actions score far less (checked below). The budget leaves room after the seeds reach

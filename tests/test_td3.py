@@ -278,7 +278,7 @@ def test_cli_bad_value_exits_2_with_one_line(tmp_path):
 # near it at the first log point). Five seeds, three to pass and the median: at that pass
 # rate 99% of draws of five pass.
 @pytest.mark.slow
-def test_td3_solves_pendulum(runtime_emitters):
+def test_td3_solves_pendulum():
     result = jaxrl_async.train(
         jaxrl_async.load_config(
             "td3_pendulum", ["train.total_steps=6000", "train.num_seeds=5", "train.progress=false"]

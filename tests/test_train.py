@@ -26,7 +26,7 @@ def small_config():
 # The default PRNG on one CPU device (train.prng=auto); the figures below hold for threefry2x32
 # too, whose streams the IMPALA lag-1 and multi-device tests run under.
 @pytest.mark.slow
-def test_ppo_solves_cartpole(runtime_emitters, prng="philox4x32"):
+def test_ppo_solves_cartpole(prng="philox4x32"):
     """The reference config at its shipped budget: 3 of 4 seeds and the median reach 475.
     A shorter budget leaves too many seeds short to rest a test on.
     """
@@ -46,7 +46,7 @@ def test_ppo_solves_cartpole(runtime_emitters, prng="philox4x32"):
 
 
 @pytest.mark.slow
-def test_trains_custom_env_to_its_optimum(optimized_programs, prng="threefry2x32"):
+def test_trains_custom_env_to_its_optimum(prng="threefry2x32"):
     """PPO on the MatchContext probe env (optimum 8): 7 of 8 seeds and the median reach 97%.
     The budget is twice the one at which seeds end too close to the threshold.
     """

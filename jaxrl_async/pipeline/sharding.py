@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.numpy as jnp
 
 AXIS = "data"  # the mesh axis the env batch is split over
 
@@ -23,28 +24,58 @@ def lower_mulhi_on_meshes() -> None:
     Philox's rounds take the high half of 32-bit products (`lax.mulhi`), which JAX 0.10
     lowers to `chlo.mulhi`; in a program over several devices (shard_map, a sharded jit)
     that op fails to legalize on the CPU ("Unable to convert MHLO to StableHLO"). There
-    this lowers it as JAX's own fallback does, a 64-bit product shifted right: the same
-    bits. Programs on one device keep `chlo.mulhi` (the same HLO as without this)."""
-    from jax._src.interpreters import mlir
-    from jax._src.lax import lax as lax_internal
+    this lowers it as JAX's own fallback does, a product in twice the width shifted right
+    (`_mulhi_widened`): the same bits. Programs on one device keep `chlo.mulhi` (the same
+    HLO as without this), as do 64-bit integers, which no PRNG multiplies. Public JAX
+    only: `jax.interpreters.mlir`'s lowering registry and `jax.extend.mlir`'s dialects."""
+    from jax.extend.mlir.dialects import chlo
+    from jax.interpreters import mlir
 
-    entry = mlir._platform_specific_lowerings["cpu"].get(
-        lax_internal.mulhi_p
-    ) or mlir._lowerings.get(lax_internal.mulhi_p)
-    if entry is None or not hasattr(lax_internal, "_mulhi_impl"):
-        return  # another JAX: nothing known to mend
-    native = entry.rule
-    widened = mlir.lower_fun(lax_internal._mulhi_impl, multiple_results=False)
+    # A scalar operand (Philox's multipliers): broadcast, then lowered here again.
+    broadcast = mlir.lower_fun(
+        lambda x, y: jax.lax.mulhi(*jnp.broadcast_arrays(x, y)), multiple_results=False
+    )
 
-    def lowering(ctx, *args, **params):
-        context = ctx.module_context.axis_context
-        devices = getattr(context, "num_devices", None)
-        if devices is None:
-            mesh = getattr(context, "mesh", None)
-            devices = 1 if mesh is None else mesh.size
-        return (widened if devices > 1 else native)(ctx, *args, **params)
+    def lowering(ctx, x, y):
+        if ctx.avals_in[0].shape != ctx.avals_in[1].shape:
+            return broadcast(ctx, x, y)
+        wide = jnp.iinfo(ctx.avals_in[0].dtype).bits <= 32
+        if wide and _device_count(ctx.module_context.axis_context) > 1:
+            return [_mulhi_widened(x, y)]
+        return [chlo.mulhi(x, y)]
 
-    mlir.register_lowering(lax_internal.mulhi_p, lowering, platform="cpu")
+    mlir.register_lowering(jax.lax.mulhi_p, lowering, platform="cpu")
+
+
+def _device_count(axis_context) -> int:
+    """The devices a program being lowered runs on: a sharded jit's, a shard_map's mesh."""
+    devices = getattr(axis_context, "num_devices", None)
+    if devices is None:
+        mesh = getattr(axis_context, "mesh", None)
+        devices = 1 if mesh is None else mesh.size
+    return devices
+
+
+def _mulhi_widened(x, y):
+    """The high half of the products of two integer tensors of one type (at most 32 bits),
+    as IR: both converted to twice the width (sign-extended where signed), multiplied,
+    shifted right by the width, converted back."""
+    from jax.extend.mlir import ir
+    from jax.extend.mlir.dialects import stablehlo as hlo
+
+    narrow = ir.RankedTensorType(x.type)
+    element = ir.IntegerType(narrow.element_type)
+    bits = element.width
+    if element.is_unsigned:
+        wide_element, shift = ir.IntegerType.get_unsigned(2 * bits), hlo.shift_right_logical
+    else:
+        wide_element, shift = ir.IntegerType.get_signless(2 * bits), hlo.shift_right_arithmetic
+    wide = ir.RankedTensorType.get(narrow.shape, wide_element)
+    product = hlo.multiply(hlo.convert(wide, x), hlo.convert(wide, y))
+    width = hlo.constant(
+        ir.DenseElementsAttr.get_splat(wide, ir.IntegerAttr.get(wide_element, bits))
+    )
+    return hlo.convert(narrow, shift(product, width))
 
 
 def make_mesh(num_devices: int = 0) -> jax.sharding.Mesh:

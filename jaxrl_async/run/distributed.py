@@ -124,7 +124,6 @@ def initialize(
     distributed runtime is already up. Returns the resolved settings.
     """
     import jax
-    from jax._src import xla_bridge
 
     section = settings(name_or_path, overrides, environ)
     if section.num_processes == 1:
@@ -132,11 +131,6 @@ def initialize(
     if jax.distributed.is_initialized():
         check(section)
         return section
-    if xla_bridge.backends_are_initialized():
-        raise UserError(
-            "jaxrl_async.run.distributed.initialize must run before any other JAX "
-            "call (load_config included): JAX has already started on its own"
-        )
     try:
         jax.distributed.initialize(
             section.coordinator,
@@ -147,6 +141,11 @@ def initialize(
         jax.devices()  # the processes exchange their devices: a late failure surfaces here
     except Exception as e:  # noqa: BLE001  (the runtime raises several types)
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        if "must be called before" in first:  # JAX's own check: its backend has started
+            raise UserError(
+                "jaxrl_async.run.distributed.initialize must run before any other JAX "
+                "call (load_config included): JAX has already started on its own"
+            ) from None
         raise UserError(
             f"process {section.process_id} of {section.num_processes} could not "
             f"join the coordinator at {section.coordinator}: {first}"

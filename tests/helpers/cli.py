@@ -10,29 +10,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# XLA flags of every test process, its subprocesses included: XLA's older CPU fusion
-# emitters and its lowest optimisation level compile our programs faster and run them
-# slower, and the suite spends more time compiling than running. Every program of a test
-# and of its subprocesses compiles alike, so their bits compare; a learning test compiles
-# its programs as a user's run does (docs/development.md, "Tests").
-TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
-
-# XLA's default optimisation level, which TEST_XLA_FLAGS lowers.
-USER_LEVEL = {"xla_backend_optimization_level": 3}
-
-
-def call_at_user_level(fn, *args):
-    """`jax.jit(fn)(*args)` compiled at XLA's default optimisation level, as a user's run
-    compiles it: for a test that compares its bits with a training chunk compiled so, or
-    that runs a long program."""
-    import jax
-
-    return jax.jit(fn).lower(*args).compile(compiler_options=USER_LEVEL)(*args)
-
 
 def forced_devices_flags(devices: int) -> str:
     """XLA_FLAGS of a test process with `devices` forced CPU devices."""
-    return f"{TEST_XLA_FLAGS} --xla_force_host_platform_device_count={devices}"
+    return f"--xla_force_host_platform_device_count={devices}"
 
 
 def subprocess_env(devices: int | None = None, **extra: str) -> dict[str, str]:

@@ -28,17 +28,17 @@ def fail_saves_after(monkeypatch, first_step: int, kind: str) -> None:
     """Make every checkpoint save after the one at `first_step` fail as `kind` would:
     "disk_full" (ENOSPC while orbax writes in the background) or "read_only" (EROFS
     on the first file the save creates)."""
-    import orbax.checkpoint._src.handlers.json_checkpoint_handler as json_handler
+    from orbax.checkpoint import JsonCheckpointHandler
 
     if kind == "disk_full":
-        original = json_handler.JsonCheckpointHandler._save_fn
+        original = JsonCheckpointHandler._save_fn
 
         async def save_fn(self, x, directory):
             if f"{os.sep}{first_step}." not in str(directory):
                 raise OSError(errno.ENOSPC, "No space left on device")
             return await original(self, x, directory)
 
-        monkeypatch.setattr(json_handler.JsonCheckpointHandler, "_save_fn", save_fn)
+        monkeypatch.setattr(JsonCheckpointHandler, "_save_fn", save_fn)
         return
     touch, saves = Path.touch, []
 
@@ -102,9 +102,9 @@ def _slow_saves(pause: float, marker: Path) -> None:
     window for a kill to land in."""
     import asyncio
 
-    import orbax.checkpoint._src.handlers.json_checkpoint_handler as json_handler
+    from orbax.checkpoint import JsonCheckpointHandler
 
-    original = json_handler.JsonCheckpointHandler._save_fn
+    original = JsonCheckpointHandler._save_fn
 
     async def save_fn(self, x, directory):
         with marker.open("a") as f:
@@ -112,7 +112,7 @@ def _slow_saves(pause: float, marker: Path) -> None:
         await asyncio.sleep(pause)
         return await original(self, x, directory)
 
-    json_handler.JsonCheckpointHandler._save_fn = save_fn
+    JsonCheckpointHandler._save_fn = save_fn
 
 
 if __name__ == "__main__":  # python -m tests.helpers.faults PAUSE MARKER <jaxrl-async args>
