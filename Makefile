@@ -36,13 +36,15 @@ test: $(STAMP)
 	$(PRECOMPILE)
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
-# Lint, format and types; the settings live in pyproject.toml ([tool.ruff], [tool.mypy]).
-# mypy checks independent modules in parallel worker processes, one a core.
+# Lint, format, types and the import layers; the settings live in pyproject.toml
+# ([tool.ruff], [tool.mypy], [tool.importlinter]). mypy checks independent modules in
+# parallel worker processes, one a core.
 MYPY_WORKERS ?= 2
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --num-workers $(MYPY_WORKERS) jaxrl_async
+	$(BIN)/lint-imports
 
 # Everything CI runs: lint, then every test, slow ones included; the 25 slowest are listed
 # at the end, to keep the whole within its budget (docs/development.md).

@@ -17,12 +17,12 @@ from jaxrl_async.errors import (  # noqa: E402
 )
 
 _LAZY = {
-    "train": "jaxrl_async.run.trainer",
-    "resume": "jaxrl_async.run.trainer",
-    "TrainResult": "jaxrl_async.run.trainer",
+    "train": "jaxrl_async.training.trainer",
+    "resume": "jaxrl_async.training.trainer",
+    "TrainResult": "jaxrl_async.training.result",
     "make": "jaxrl_async.envs",
-    "sweep": "jaxrl_async.run.sweeps",
-    "resume_sweep": "jaxrl_async.run.sweeps",
+    "sweep": "jaxrl_async.training.sweeps",
+    "resume_sweep": "jaxrl_async.training.sweeps",
     "choose_layout": "jaxrl_async.pipeline.layout",
 }
 

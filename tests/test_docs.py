@@ -158,7 +158,7 @@ def _check_command(page: str, line: str) -> None:
     if args.command == "train" and config in available_configs():
         load_config(config, overrides)
     elif args.command == "sweep" and config in available_configs():
-        from jaxrl_async.run.sweeps import split_overrides
+        from jaxrl_async.training.sweeps import split_overrides
 
         plain, grid = split_overrides(overrides, lambda o: load_config(config, o))
         assert grid, f"{page}: `{line}` sweeps nothing"

@@ -20,10 +20,10 @@ from jaxrl_async import _xla_flags
 from jaxrl_async.config.loader import available_configs
 from jaxrl_async.errors import UserError
 from jaxrl_async.pipeline.program import init_options
-from jaxrl_async.run.plan import plan_run
-from jaxrl_async.run.trainer import build
 from jaxrl_async.tools.gpu_export import check_module, export_program, export_run
 from jaxrl_async.tools.plan import PLATFORMS, make_plan
+from jaxrl_async.training.plan import plan_run
+from jaxrl_async.training.trainer import build
 
 
 def _problems(name: str) -> dict:

@@ -11,9 +11,9 @@ import pytest
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.envs.wrappers import NormalizeObservation, NormState
 from jaxrl_async.errors import ConfigError
+from jaxrl_async.evaluation.host import evaluate_host_run
 from jaxrl_async.host import make_gymnasium
 from jaxrl_async.host.actor import Acting, _obs_moments, rollout
-from jaxrl_async.host.evaluate import evaluate_host_run
 from jaxrl_async.host.obs_norm import (
     PRIOR_COUNT,
     ObsStats,
@@ -23,8 +23,9 @@ from jaxrl_async.host.obs_norm import (
     moments,
     normalize,
 )
-from jaxrl_async.host.run import saved_state, train_host_run
+from jaxrl_async.host.saved import saved_state
 from jaxrl_async.run import checkpoint as ckpt
+from jaxrl_async.training.host_run import train_host_run
 from tests.helpers.host_runs import CORRIDOR, SMALL
 
 NORMALISED = [f"env.name={CORRIDOR}", "env.normalize_obs=true", *SMALL]

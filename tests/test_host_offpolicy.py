@@ -16,11 +16,11 @@ import pytest
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host import make_actor_envs, make_host_agent, train_host
-from jaxrl_async.host import run as host_run
 from jaxrl_async.host.actor import ActorPlan, make_policy
 from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.replay.stage import nstep_transitions
 from jaxrl_async.run import checkpoint as ckpt
+from jaxrl_async.training import host_run
 from jaxrl_async.types import Transition
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
 from tests.helpers.host_runs import bounded, cartpole_final_returns

@@ -1,4 +1,4 @@
-"""Host-env runs from the command line (`host/run.py`, `host/evaluate.py`): a run
+"""Host-env runs from the command line (`training/host_run.py`, `evaluation/host.py`): a run
 directory as for a JAX env (config, metrics.jsonl, TensorBoard, checkpoints, summary),
 resume that continues the counts from an exact learner state, eval, refusals before
 anything is written, an env that fails mid-run, and Ctrl-C.
@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from jaxrl_async.config.loader import load_config
-from jaxrl_async.host.run import train_host_run
 from jaxrl_async.run import checkpoint as ckpt
+from jaxrl_async.training.host_run import train_host_run
 from tests.helpers import host_envs
 from tests.helpers.cli import ROOT, run_cli_in_process, subprocess_env
 from tests.helpers.host_runs import CORRIDOR, SMALL

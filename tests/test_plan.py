@@ -12,9 +12,9 @@ import jaxrl_async
 from jaxrl_async.errors import UserError
 from jaxrl_async.pipeline import footprint as memory
 from jaxrl_async.pipeline.program import compile_init
-from jaxrl_async.run.plan import plan_run
-from jaxrl_async.run.trainer import build
 from jaxrl_async.tools.plan import format_plan, make_plan
+from jaxrl_async.training.plan import plan_run
+from jaxrl_async.training.trainer import build
 from tests.helpers.cli import run_cli_in_process
 
 

@@ -11,7 +11,7 @@ import pytest
 import jaxrl_async
 from jaxrl_async.cli import main
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.run.sweeps import auc, split_overrides
+from jaxrl_async.training.sweeps import auc, split_overrides
 from tests.helpers.configs import PPO_SWEEP_TINY, SWEEP_GRID
 from tests.helpers.resume import assert_same_records, assert_same_state, interrupt_at, records
 

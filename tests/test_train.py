@@ -195,7 +195,7 @@ def test_second_start_loads_programs_from_the_compile_cache(cli, tmp_path):
     ],
 )
 def test_plan_calls_tiles_the_run_with_one_program(num_updates, target, expected):
-    from jaxrl_async.run.plan import plan_calls
+    from jaxrl_async.training.plan import plan_calls
 
     ticks, calls = plan_calls(num_updates, target)
     assert (ticks, calls) == expected

@@ -13,8 +13,8 @@ from jaxrl_async.errors import DIVERGED_EXIT, RunFailure, TrainingDiverged, User
 def _train(args) -> int:
     from jaxrl_async.config.loader import load_config
     from jaxrl_async.run import distributed
-    from jaxrl_async.run.plan import default_run_dir
-    from jaxrl_async.run.trainer import train
+    from jaxrl_async.training.plan import default_run_dir
+    from jaxrl_async.training.trainer import train
 
     # Several processes join before load_config counts the devices (the mesh spans them all).
     distributed.initialize(args.config, args.overrides)
@@ -32,7 +32,7 @@ def _plan(args) -> int:
 
 def _sweep(args) -> int:
     from jaxrl_async.config.loader import load_config
-    from jaxrl_async.run.sweeps import default_sweep_dir, finish_sweep, split_overrides, sweep
+    from jaxrl_async.training.sweeps import default_sweep_dir, finish_sweep, split_overrides, sweep
 
     plain, grid = split_overrides(args.overrides, lambda o: load_config(args.config, o))
     config = load_config(args.config, plain)
@@ -62,10 +62,10 @@ def _resume(args) -> int:
     from pathlib import Path
 
     from jaxrl_async.run import distributed
-    from jaxrl_async.run.trainer import resume
+    from jaxrl_async.training.trainer import resume
 
     if (Path(args.run_dir) / "sweep.yaml").is_file():
-        from jaxrl_async.run.sweeps import finish_sweep, resume_sweep
+        from jaxrl_async.training.sweeps import finish_sweep, resume_sweep
 
         if args.overrides:
             raise UserError("a sweep resumes as it was configured (no overrides)")

@@ -17,7 +17,6 @@ import concurrent.futures
 import dataclasses
 import functools
 import json
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,20 +29,14 @@ import numpy as np
 from jaxrl_async import envs as envs_lib
 from jaxrl_async.config.loader import EVAL_MODES, Config, EvalConfig
 from jaxrl_async.envs.wrappers import NormalizeObservation, NormState, VecEnv
+from jaxrl_async.evaluation.restore import restore_run
+from jaxrl_async.evaluation.results import eval_result, eval_settings, summarize
 from jaxrl_async.run import distributed, rundir
-from jaxrl_async.run.restore import restore_run
 from jaxrl_async.types import ActorClock, Agent, Memory
 
 MODES = EVAL_MODES
 DEFAULT_MAX_STEPS = 10_000  # the cap for an env that declares no episode limit
 EVAL_STREAM = 0x6576616C  # "eval": a key stream the training run never draws from
-# The log-record fields of an evaluation; a record without one carries NO_EVAL.
-NO_EVAL = {
-    "eval_return_mean": math.nan,
-    "eval_return_std": math.nan,
-    "eval_episodes": 0,
-    "eval_length_mean": math.nan,
-}
 
 
 def episode_limit(env_params, max_steps: int = 0) -> int:
@@ -234,17 +227,6 @@ def eval_step(parts: EvalParts, call: EvalCall, loop: EvalLoop) -> EvalLoop:
     )
 
 
-def summarize(returns, lengths) -> dict:
-    """The log-record fields (NO_EVAL's keys) of one evaluation's [N] returns and lengths."""
-    returns = np.asarray(returns, np.float64)
-    return {
-        "eval_return_mean": float(returns.mean()),
-        "eval_return_std": float(returns.std()),
-        "eval_episodes": int(returns.size),
-        "eval_length_mean": float(np.mean(np.asarray(lengths, np.float64))),
-    }
-
-
 class Evaluation:
     """An evaluator compiled once for one device, run on training states.
 
@@ -327,34 +309,6 @@ class Evaluation:
         return self.last
 
 
-def eval_settings(config: EvalConfig, episodes: int | None, mode: str | None) -> EvalConfig:
-    """The run's eval section with the given episodes and mode (None: the run's)."""
-    return dataclasses.replace(
-        config,
-        episodes=config.episodes if episodes is None else episodes,
-        mode=config.mode if mode is None else mode,
-    )
-
-
-def eval_result(run_dir: Path, step: int, config: EvalConfig, seed: int, episodes) -> dict:
-    """eval.json's fields: the settings and the (returns [N], lengths [N]) of `episodes`."""
-    returns, lengths = episodes
-    fields = summarize(returns, lengths)
-    return {
-        "run_dir": str(run_dir),
-        "env_steps": step,
-        "mode": config.mode,
-        "episodes": fields["eval_episodes"],
-        "seed": seed,
-        "max_steps": config.max_steps,
-        "return_mean": fields["eval_return_mean"],
-        "return_std": fields["eval_return_std"],
-        "length_mean": fields["eval_length_mean"],
-        "returns": [float(r) for r in returns],
-        "lengths": [int(n) for n in lengths],
-    }
-
-
 def evaluate_run(
     run_dir: str | Path,
     episodes: int | None = None,
@@ -376,7 +330,7 @@ def evaluate_run(
     run_dir = Path(run_dir)
     config = rundir.resume_config(run_dir)
     if env is None and config.env.host:
-        from jaxrl_async.host.evaluate import evaluate_host_run
+        from jaxrl_async.evaluation.host import evaluate_host_run
 
         result = evaluate_host_run(run_dir, config, episodes, mode, seed)
         (run_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -21,7 +21,7 @@ FPS = 30.0
 def record_host_run(run_dir: Path, config: Config, seed: int, shown: int):
     """(step, returns [N], lengths [N], frames, fps) of the run's latest checkpoint, the
     frames those of the first `shown` episodes."""
-    from jaxrl_async.host.evaluate import evaluate_host
+    from jaxrl_async.evaluation.host import evaluate_host
 
     with contextlib.suppress(ImportError):  # an env that draws without pygame needs none
         quiet_pygame()

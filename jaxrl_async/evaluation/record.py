@@ -116,7 +116,7 @@ def record_run(run_dir: Path, config, seed: int, render, shown: int, env=None, e
     evaluated as `config.eval` says (the run's config with the eval's settings) with
     keys of `seed`, the frames those of the first `shown` episodes;
     `render(env, env_params) -> Renderer` is asked before anything runs."""
-    from jaxrl_async.run.restore import restore_run
+    from jaxrl_async.evaluation.restore import restore_run
 
     env, env_params = envs_lib.resolve(config.env, env, env_params)
     renderer = render(env, env_params)

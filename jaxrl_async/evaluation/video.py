@@ -9,8 +9,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from jaxrl_async.evaluation.evaluate import eval_result, eval_settings
 from jaxrl_async.evaluation.renderers import headless_gl, renderer_for
+from jaxrl_async.evaluation.results import eval_result, eval_settings
 from jaxrl_async.evaluation.writer import check_video_path, write_video
 from jaxrl_async.run import rundir
 

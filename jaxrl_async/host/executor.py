@@ -394,7 +394,7 @@ def train_host(
 
     The result: env steps, updates, SPS, the final return (the mean raw return of the
     last env.num_envs episodes), the measured policy lag and the final parameters. The
-    CLI's runs, with logs and checkpoints, go through `trainer.train` (`host/run.py`)."""
+    CLI's runs, with logs and checkpoints, go through `trainer.train` (`training/host_run.py`)."""
     envs = make_actor_envs(config)
     try:
         agent = make_host_agent(config, envs[0].spec)

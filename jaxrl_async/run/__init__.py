@@ -1,3 +1,4 @@
-"""The loop around a run's engine: train and resume (`trainer.py`), the loop over host calls
-(`loop.py`) with its logs and sinks, checkpoints and restore, the run directory,
-divergence, interrupts, the compile cache, several processes, and sweeps."""
+"""What a run keeps and the process it runs in, for either engine: its directory read
+back (`rundir.py`), checkpoints (`checkpoint.py`), the record sinks (`sinks.py`) and
+Weights & Biases (`tracking.py`), the divergence check, Ctrl-C between calls, the
+persistent compile cache and several processes."""

@@ -24,7 +24,7 @@ from jax import export
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import first_line
 from jaxrl_async.pipeline.program import seed_keys
-from jaxrl_async.run.plan import RunPlan
+from jaxrl_async.training.plan import RunPlan
 
 CUSTOM_CALL = re.compile(r"custom_call @([\w.$-]+)")
 WIDE_TYPE = re.compile(r"tensor<(?:[0-9?]+x)*(f64|i64|complex<f64>)>")

@@ -19,7 +19,7 @@ from jaxrl_async._xla_flags import SCHEDULER_FLAG
 from jaxrl_async.config.loader import Config
 from jaxrl_async.pipeline.build import build_pipeline
 from jaxrl_async.run.compile_cache import configure_compile_cache
-from jaxrl_async.run.trainer import train
+from jaxrl_async.training.trainer import train
 
 _START = time.perf_counter()
 _LABEL = [""]  # the bench's --label, set once by its command (`set_label`)

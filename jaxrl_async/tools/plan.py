@@ -15,8 +15,8 @@ import json
 from jaxrl_async.config.loader import Config, load_config
 from jaxrl_async.pipeline import footprint as memory
 from jaxrl_async.pipeline.layout import Layout, Machine, learner_rows
-from jaxrl_async.run.plan import RunPlan, plan_run
 from jaxrl_async.tools.plan_common import common_plan, memory_fits
+from jaxrl_async.training.plan import RunPlan, plan_run
 
 # The machine `--platform` plans for: its layout rules, one device.
 PLATFORMS = {"cuda": Machine("gpu", 1)}
@@ -29,7 +29,7 @@ def make_plan(config: Config, platform: str | None = None) -> dict:
         from jaxrl_async.tools.host_plan import host_plan
 
         return host_plan(config, platform)
-    from jaxrl_async.run.trainer import build
+    from jaxrl_async.training.trainer import build
 
     machine = PLATFORMS[platform] if platform else None
     plan = plan_run(config, None, False, machine)

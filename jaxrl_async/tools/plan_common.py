@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from jaxrl_async.config.loader import Config
 from jaxrl_async.pipeline import footprint as memory
-from jaxrl_async.run.plan import RunPlan
+from jaxrl_async.training.plan import RunPlan
 
 
 def common_plan(config: Config, plan: RunPlan, footprint: memory.Footprint, programs) -> dict:

@@ -269,7 +269,7 @@ def _run(groups: list[Group], seeds: int, session: _Session) -> SweepResult:
 def _train_group(group: Group, dirs, group_dir, seeds: int, session: _Session):
     """Train one group, its points' runs side by side (resumed from its checkpoint where
     the session resumes and one was saved; else its directories start over)."""
-    from jaxrl_async.run import trainer
+    from jaxrl_async.training import trainer
 
     resuming = group_dir is not None and session.resume and _has_checkpoint(group_dir)
     if group_dir is not None and not resuming:  # no checkpoint: start over
@@ -323,7 +323,7 @@ def _failing_as_sweep(session: _Session):
 
 
 def default_sweep_dir(config: Config, root: str | Path = "runs") -> Path:
-    from jaxrl_async.run.plan import default_run_dir
+    from jaxrl_async.training.plan import default_run_dir
 
     return default_run_dir(dataclasses.replace(config, name=f"{config.name}-sweep"), root)
 

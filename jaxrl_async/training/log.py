@@ -15,8 +15,8 @@ import numpy as np
 
 from jaxrl_async.config.loader import Config
 from jaxrl_async.run import rundir
-from jaxrl_async.run.plan import RunPlan
 from jaxrl_async.run.sinks import JsonlSink, Progress, TensorBoardSink, emit
+from jaxrl_async.training.plan import RunPlan
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,13 +14,14 @@ import jax
 
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import TrainingDiverged, TrainingInterrupted
-from jaxrl_async.evaluation.evaluate import NO_EVAL, Evaluation
+from jaxrl_async.evaluation.evaluate import Evaluation
+from jaxrl_async.evaluation.results import NO_EVAL
 from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.run import distributed, rundir
 from jaxrl_async.run.divergence import DivergenceGuard
 from jaxrl_async.run.interrupts import interrupts_between_calls
-from jaxrl_async.run.log import RunLog
-from jaxrl_async.run.plan import RunPlan
+from jaxrl_async.training.log import RunLog
+from jaxrl_async.training.plan import RunPlan
 
 
 @dataclasses.dataclass

@@ -22,11 +22,11 @@ import numpy as np
 
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.evaluation.evaluate import eval_result, eval_settings
+from jaxrl_async.evaluation.results import eval_result, eval_settings
 from jaxrl_async.host.by_name import make_host_env
 from jaxrl_async.host.executor import make_host_agent
 from jaxrl_async.host.obs_norm import from_saved, initial_stats, normalize
-from jaxrl_async.host.run import saved_state
+from jaxrl_async.host.saved import saved_state
 from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.run import rundir
 from jaxrl_async.types import ActorClock, Memory

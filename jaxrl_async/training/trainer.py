@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import jax
 import numpy as np
@@ -39,21 +38,12 @@ from jaxrl_async.pipeline.split import init_and_compile_split, split_meshes
 from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.run import distributed, rundir, tracking
 from jaxrl_async.run.compile_cache import CACHE, configure_compile_cache
-from jaxrl_async.run.log import Point, RunLog
-from jaxrl_async.run.loop import Built, LoopTimes, Run, Started, run_loop
-from jaxrl_async.run.plan import RunPlan, plan_run
+from jaxrl_async.training.log import Point, RunLog
+from jaxrl_async.training.loop import Built, LoopTimes, Run, Started, run_loop
+from jaxrl_async.training.plan import RunPlan, plan_run
+from jaxrl_async.training.result import TrainResult
 
 __all__ = ["Point", "RunGroup", "TrainResult", "resume", "train"]
-
-
-@dataclasses.dataclass
-class TrainResult:
-    state: Any  # final PipelineState
-    metrics: dict[str, np.ndarray]  # one entry per log point
-    summary: dict
-    run_dir: Path | None
-    # with a RunGroup: each point's log records, as a run of its seeds alone would log them
-    point_records: list[list[dict]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,7 +291,7 @@ def _train_host(config: Config, run_dir, callbacks, resume: bool, group) -> Trai
         raise UserError(
             f"host env {config.env.name}: sweeps and several processes are not supported"
         )
-    from jaxrl_async.host.run import train_host_run
+    from jaxrl_async.training.host_run import train_host_run
 
     return train_host_run(config, run_dir=run_dir, callbacks=callbacks, resume=resume)
 

@@ -40,9 +40,10 @@ from jaxrl_async.host.executor import (
     run_executor,
 )
 from jaxrl_async.host.footprint import host_footprint
-from jaxrl_async.host.obs_norm import ObsStats, from_saved, initial_stats
+from jaxrl_async.host.obs_norm import from_saved, initial_stats
 from jaxrl_async.host.placement import host_devices, host_placement
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
+from jaxrl_async.host.saved import saved_state
 from jaxrl_async.pipeline.footprint import check_fits
 from jaxrl_async.pipeline.layout import Layout
 from jaxrl_async.run import checkpoint as ckpt
@@ -50,10 +51,11 @@ from jaxrl_async.run import rundir, tracking
 from jaxrl_async.run.compile_cache import configure_compile_cache
 from jaxrl_async.run.divergence import DivergenceGuard, param_abs_max
 from jaxrl_async.run.interrupts import interrupts_between_calls
-from jaxrl_async.run.log import RunLog
-from jaxrl_async.run.loop import due
-from jaxrl_async.run.plan import RunPlan, check_work_left
 from jaxrl_async.run.sinks import RunFileError
+from jaxrl_async.training.log import RunLog
+from jaxrl_async.training.loop import due
+from jaxrl_async.training.plan import RunPlan, check_work_left
+from jaxrl_async.training.result import TrainResult
 
 # Per-round keys of the executor's records that are not metrics to average.
 _NOT_LOGGED = ("round", "env_steps", "versions", "episode_return", "updates")
@@ -135,20 +137,6 @@ class Boundaries:
         blocked = time.perf_counter() - started
         self.checkpoint_seconds += blocked
         self.log.exclude(blocked)
-
-
-def saved_state(learner, updates: int, replay=None, obs_stats: ObsStats | None = None) -> dict:
-    """The pytree a checkpoint holds: {"learner", "updates"}, off-policy "replay" (the
-    ReplayCarry: the replay and its carried window; no window while it holds none), and
-    under env.normalize_obs "obs_stats" (the observation statistics, `obs_norm.py`)."""
-    state = {"learner": learner, "updates": np.asarray(updates, np.int64)}
-    if obs_stats is not None:
-        state["obs_stats"] = obs_stats._asdict()
-    if replay is not None:
-        state["replay"] = {"replay": replay.replay}
-        if replay.window is not None:
-            state["replay"]["window"] = replay.window
-    return state
 
 
 def _start(config: Config, agent, spec, plan: RunPlan, run_dir: Path | None) -> Start:
@@ -264,8 +252,6 @@ def _open(config: Config, run_dir: Path | None, resume: bool):
 
 def _finish(config: Config, log: RunLog, result: dict, summary: dict, run_dir: Path | None):
     """Write summary.json, print the closing line, return the TrainResult."""
-    from jaxrl_async.run.trainer import TrainResult
-
     if run_dir is not None:
         rundir.write_summary(run_dir, summary)
         tracking.finish(run_dir, summary)
