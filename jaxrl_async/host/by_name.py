@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gymnasium.vector import AutoresetMode
+import gymnasium
+from gymnasium.vector import AutoresetMode, VectorEnv
 
+from jaxrl_async.config.loader import Config, with_overrides
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv, autoreset_mode_of
+from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv, autoreset_mode_of, factory_name
 
 
 def _same_step(name: str, kwargs: dict[str, Any]) -> str:
@@ -60,3 +62,29 @@ def make_host_env(name: str, num_envs: int, **kwargs: Any) -> GymnasiumVecEnv:
     if suite not in MAKERS:
         raise ConfigError(f"env.name={name!r} is not a host env ({HOST_NAMES})")
     return MAKERS[suite](name, num_envs, **kwargs)
+
+
+def host_config(config: Config, env: Any) -> Config | None:
+    """The one place `train(config, env=...)` picks its engine: the config of a host run
+    where `env` is a Gymnasium env's id (`"CartPole-v1"`, or a full host env name) or a
+    factory of one (a function, lambda or `gymnasium.Env` class, called once per env with
+    env.kwargs), its env.name naming it (`gymnasium.factory_name`); None for no env or a
+    JAX env object (the pipeline's). A Gymnasium env instance is a one-line ConfigError:
+    each actor thread steps envs of its own."""
+    if env is None:
+        return None
+    if isinstance(env, str):
+        name = env if env.partition(":")[0] in MAKERS else f"gymnasium:{env}"
+    elif isinstance(env, (gymnasium.Env, VectorEnv)):
+        kind = type(env).__name__
+        raise ConfigError(
+            f"env={kind} instance: pass a factory (env=lambda: {kind}(...)) or a Gymnasium "
+            "id; each actor thread builds envs of its own"
+        )
+    elif (isinstance(env, type) and issubclass(env, gymnasium.Env)) or (
+        callable(env) and not hasattr(env, "observation_space")
+    ):
+        name = factory_name(env)
+    else:
+        return None
+    return with_overrides(config, [f"env.name={name}"])

@@ -1,11 +1,18 @@
-"""Gymnasium vector envs by name, stepped on the host: `gymnasium:<id>` and
-`gymnasium:<module>:<id>`.
+"""Gymnasium vector envs by name, stepped on the host: `gymnasium:<id>`,
+`gymnasium:<module>:<id>` and `gymnasium:<module>:<factory>`.
 
 `make_gymnasium(name, num_envs, **kwargs)` builds `gymnasium.make_vec(id, num_envs,
 vectorization_mode, **kwargs)` (`kwargs` are the config's `env.kwargs`, passed to the
 env) and wraps it in `GymnasiumVecEnv`, a `HostEnv`. With a module, it is imported first
-so that its `gymnasium.register` calls run: a user's own `gymnasium.Env`. The `gymnasium:`
-prefix is what tells a host env apart from a JAX env's `module.path:factory`.
+so that its `gymnasium.register` calls run: a user's own `gymnasium.Env`. Where the module
+registers no such id, a callable of that name in it (a function or a `gymnasium.Env`
+class) is the env's factory, called with the kwargs once per env. The `gymnasium:` prefix
+is what tells a host env apart from a JAX env's `module.path:factory`.
+
+`factory_name(factory)` names a factory passed as `train(env=...)`: `gymnasium:<module>:
+<qualname>` where that imports it again, else (a lambda, a local function, one of
+`__main__`) `gymnasium:env_factory/<qualname>`, an id registered with Gymnasium in this
+process only: another process (`resume`, `eval` without env=) refuses it in one line.
 
 Both of Gymnasium's autoreset modes give the same `HostStep`s:
 
@@ -30,12 +37,14 @@ from __future__ import annotations
 import importlib
 import linecache
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 import gymnasium
 import numpy as np
+from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
 from jaxrl_async.errors import ConfigError, EnvOutputError, EnvSpecError, building_env, first_line
@@ -63,6 +72,8 @@ from jaxrl_async.host.spaces import (
 PREFIX = "gymnasium"
 _VECTORIZATION = ("sync", "async", "vector_entry_point")
 _MODES = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP}
+# The namespace of the ids `factory_name` registers for factories no process can import.
+FACTORY_NAMESPACE = "env_factory"
 # make_vec's own arguments: an env kwarg of one of these names would be taken by it.
 _RESERVED = frozenset({"id", "num_envs", "vectorization_mode", "vector_kwargs", "wrappers"})
 
@@ -91,13 +102,73 @@ def _import_module(name: str, module: str) -> None:
         ) from None
 
 
-def _find_id(name: str, module: str | None, env_id: str):
-    """The id's Gymnasium EnvSpec, or a one-line ConfigError."""
+def _find_id(name: str, module: str | None, env_id: str) -> EnvSpec:
+    """The id's Gymnasium EnvSpec (or that of the module's factory of that name), or a
+    one-line ConfigError."""
     try:
         return gymnasium.spec(env_id)
     except gymnasium.error.Error as e:
+        if module is not None:
+            factory = _attribute(sys.modules[module], env_id)
+            if callable(factory):
+                return EnvSpec(id=_safe_id(env_id), entry_point=checked_factory(name, factory))
+        if env_id.startswith(f"{FACTORY_NAMESPACE}/"):
+            raise ConfigError(
+                f"env.name={name!r}: a factory passed as env= that no other process can "
+                "import (a lambda, a local function, one of __main__): pass it again as "
+                "env=, or define it at a module's top level"
+            ) from None
         hint = "" if module else f" (name the module that registers it: {PREFIX}:<module>:<id>)"
         raise ConfigError(f"env.name={name!r}: {first_line(e)}{hint}") from None
+
+
+def _attribute(owner: Any, dotted: str) -> Any:
+    """owner.a.b of `dotted` "a.b", or None."""
+    for part in dotted.split("."):
+        owner = getattr(owner, part, None)
+    return owner
+
+
+def _safe_id(text: str) -> str:
+    """`text` as a Gymnasium id's name: word characters, dots and dashes."""
+    return re.sub(r"[^\w.-]", "", text) or "factory"
+
+
+def checked_factory(name: str, factory: Callable[..., Any]) -> Callable[..., Any]:
+    """`factory` as an entry point: a `gymnasium.Env` class as it is, any other callable
+    checked to return a `gymnasium.Env` (else a one-line ConfigError)."""
+    if isinstance(factory, type) and issubclass(factory, gymnasium.Env):
+        return factory
+
+    def build(**kwargs: Any) -> gymnasium.Env:
+        env = factory(**kwargs)
+        if not isinstance(env, gymnasium.Env):
+            raise ConfigError(
+                f"env {name}: its factory returned {type(env).__name__}, not a gymnasium.Env"
+            )
+        return env
+
+    return build
+
+
+def factory_name(factory: Callable[..., Any]) -> str:
+    """The env.name of a Gymnasium env's factory passed as `train(env=...)`:
+    `gymnasium:<module>:<qualname>` where that imports the same callable again, else
+    `gymnasium:env_factory/<qualname>`, registered with Gymnasium in this process."""
+    module = getattr(factory, "__module__", None)
+    qualname = getattr(factory, "__qualname__", None) or type(factory).__name__
+    if (
+        module not in (None, "__main__")
+        and "<" not in qualname
+        and module in sys.modules
+        and _attribute(sys.modules[module], qualname) is factory
+    ):
+        return f"{PREFIX}:{module}:{qualname}"
+    env_id = f"{FACTORY_NAMESPACE}/{_safe_id(qualname)}"
+    name = f"{PREFIX}:{env_id}"
+    gymnasium.registry.pop(env_id, None)  # the latest factory of that name (a notebook's)
+    gymnasium.register(id=env_id, entry_point=checked_factory(name, factory))
+    return name
 
 
 def autoreset_mode_of(value: AutoresetMode | str) -> AutoresetMode:
@@ -159,7 +230,9 @@ def make_gymnasium(
             vector_kwargs["autoreset_mode"] = wanted or AutoresetMode.SAME_STEP
         arguments = {"vectorization_mode": chosen, "vector_kwargs": vector_kwargs, **kwargs}
     with building_env(repr(name), kwargs):
-        env = gymnasium.make_vec(env_id, num_envs, **arguments)
+        # a registered id by itself, a module's factory by its spec
+        target = env_id if env_id in gymnasium.registry else gym_spec
+        env = gymnasium.make_vec(target, num_envs, **arguments)
     return adapt(name, env, wanted, options)
 
 

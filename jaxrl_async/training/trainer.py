@@ -233,7 +233,9 @@ def train(
     resume: bool = False,
     group: RunGroup | None = None,
 ) -> TrainResult:
-    """Train `config` (on `env` if given, any gymnax-API env); write to `run_dir` if given.
+    """Train `config` (on `env` if given: any gymnax-API env, or a Gymnasium env's id or
+    factory, `lambda: MyEnv()`, stepped on the host by actor threads: `host_config`);
+    write to `run_dir` if given.
 
     `resume=True` continues the run in `run_dir` from its latest checkpoint (the config
     may differ from the run's only in rundir.RESUMABLE keys; see `resume`).
@@ -244,6 +246,12 @@ def train(
     Returns a TrainResult; raises a UserError subclass on bad input before anything
     is written. `group` trains the runs of a sweep group (RunGroup; `sweep.py`).
     """
+    if env is not None:  # a Gymnasium env's id or factory goes to the host
+        from jaxrl_async.host.by_name import host_config
+
+        hosted = host_config(config, env)
+        if hosted is not None:
+            config, env = hosted, None
     if env is None and config.env.host:  # stepped on the host by actor threads
         return _train_host(config, run_dir, callbacks, resume, group)
     wall_start = time.perf_counter()
