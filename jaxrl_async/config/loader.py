@@ -279,9 +279,9 @@ def _validate_host(config: Config) -> None:
         (config.agent.recurrent and config.agent.off_policy, HOST_RECURRENT_REPLAY),
         (config.train.num_seeds != 1, "train.num_seeds > 1 is not supported (one run per process)"),
         (
-            config.eval.every > 0,
-            "periodic evaluation (eval.every > 0) is not supported; "
-            "evaluate the run afterwards with `jaxrl-async eval RUN_DIR`",
+            config.eval.video,
+            "eval.video is not supported (the periodic evaluation's envs are not built to "
+            "render); record a checkpoint's with `jaxrl-async eval RUN_DIR --video PATH`",
         ),
         (
             env.normalize_obs and config.agent.off_policy,

@@ -7,6 +7,14 @@ A round (every actor's trajectory of pipeline.rollout_len steps, one update) is 
 a host run plans in: the plan's "host calls" are rounds (RunPlan ticks=1), records go
 out every train.log_every env steps, and checkpoints land on any round's boundary.
 
+With eval.every, the learner's parameters are evaluated between rounds on envs of the
+evaluation's own (`evaluation/host.py`'s HostEvaluation) at the first round boundary past
+each multiple of eval.every and after the last round, as a JAX run evaluates at its host
+calls' boundaries; the round evaluated ends a record (as a checkpoint's does), which gains
+the eval fields, and every other record carries NO_EVAL's. The evaluation draws no key or
+seed of training's, so the run trains the same with and without it; its time is left out
+of SPS.
+
 Checkpoints hold the learner state (parameters, optimizer, learner hyperparameters), its
 update count and the rounds done; an off-policy run's also its replay and the steps its
 window carries into the next round (`replay_learner.ReplayCarry`), restored exactly. The
@@ -20,6 +28,7 @@ restored parameters. It continues its counts and its learning, not bit for bit.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -32,6 +41,8 @@ import numpy as np
 
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import RunFailure, TrainingDiverged, TrainingInterrupted, UserError
+from jaxrl_async.evaluation.host import HostEvaluation
+from jaxrl_async.evaluation.results import NO_EVAL
 from jaxrl_async.host.executor import (
     Progress,
     Start,
@@ -77,10 +88,20 @@ def plan_host(config: Config, run_dir: Path | None, resume: bool) -> RunPlan:
 
 class Boundaries:
     """What happens between rounds, in the learner's thread: a log record every
-    train.log_every env steps and at the end, a checkpoint every checkpoint.every."""
+    train.log_every env steps and at the end, an evaluation every eval.every (and at the
+    end), a checkpoint every checkpoint.every."""
 
-    def __init__(self, config: Config, plan: RunPlan, log: RunLog, saver: ckpt.Checkpointer | None):
+    def __init__(
+        self,
+        config: Config,
+        plan: RunPlan,
+        log: RunLog,
+        saver: ckpt.Checkpointer | None,
+        evaluation: HostEvaluation | None = None,
+    ):
         self.config, self.plan, self.log, self.saver = config, plan, log, saver
+        self.evaluation = evaluation
+        self.evaluated: dict | None = None  # the next record's eval fields
         self.log_rounds = max(1, config.train.log_every // plan.batch)
         self.pending: list[dict] = []
         self.saved = self.rounds = plan.start_call  # rounds in the newest checkpoint, done
@@ -94,7 +115,11 @@ class Boundaries:
         self.pending.append({**metrics, "policy_lag_max": metrics["policy_lag"]})
         rounds = self.rounds = progress.rounds
         self._check(rounds, metrics)  # before this round's state can be saved
-        if rounds % self.log_rounds == 0 or rounds == self.plan.num_calls:
+        last = rounds == self.plan.num_calls
+        evaluate = last or due(self.config.eval.every, rounds, self.plan.batch)
+        if self.evaluation is not None and evaluate:
+            self.evaluate(progress)
+        if rounds % self.log_rounds == 0 or last or self.evaluated is not None:
             self.flush(rounds)
         if due(self.config.checkpoint.every, rounds, self.plan.batch):
             self.save(progress, wait=rounds == self.plan.num_calls)
@@ -108,11 +133,20 @@ class Boundaries:
                 e.checkpoint = self.saver.directory / str(self.saved * self.plan.batch)
             raise
 
+    def evaluate(self, progress: Progress) -> None:
+        """The learner's parameters after `progress.rounds` rounds, evaluated (with the
+        observation statistics published with them); the time is left out of SPS."""
+        assert self.evaluation is not None
+        started = time.perf_counter()
+        self.evaluated = self.evaluation(progress.state.params, progress.obs_stats)
+        self.log.exclude(time.perf_counter() - started)
+
     def flush(self, rounds: int | None = None) -> None:
         if self.pending:
             stacked = {k: np.asarray([m[k] for m in self.pending]) for k in self.pending[0]}
-            self.log.log(self.rounds if rounds is None else rounds, stacked)
-            self.pending = []
+            extra = None if self.evaluation is None else (self.evaluated or NO_EVAL)
+            self.log.log(self.rounds if rounds is None else rounds, stacked, extra)
+            self.pending, self.evaluated = [], None
 
     def save(self, progress: Progress, wait: bool) -> None:
         """A checkpoint after `progress.rounds` rounds (metrics.jsonl reaches it first)."""
@@ -180,14 +214,14 @@ def train_host_run(
     wall_start = time.perf_counter()
     configure_compile_cache(config.train.compile_cache)
     run_dir = None if run_dir is None else Path(run_dir)
-    plan, envs, agent, start = _open(config, run_dir, resume)
+    plan, envs, agent, start, evaluation = _open(config, run_dir, resume)
     saver = (
         None
         if run_dir is None
         else ckpt.Checkpointer(rundir.checkpoint_dir(run_dir), config.checkpoint.keep)
     )
     log = RunLog(config, plan, run_dir, callbacks, True)
-    boundaries = Boundaries(config, plan, log, saver)
+    boundaries = Boundaries(config, plan, log, saver, evaluation)
     stop = stop if stop is not None else threading.Event()
     # metrics.jsonl or summary.json that cannot be written: one line, resumable.
     with rundir.naming_intact(run_dir):
@@ -222,6 +256,8 @@ def train_host_run(
             log.close()
             if saver is not None:
                 saver.close()
+            if evaluation is not None:
+                evaluation.close()
         if result["stopped_early"]:  # resumable where a checkpoint was saved (not before round 1)
             saved = saver is not None and boundaries.saved > 0
             raise TrainingInterrupted(final.rounds * plan.batch, run_dir if saved else None)
@@ -230,7 +266,8 @@ def train_host_run(
 
 
 def _open(config: Config, run_dir: Path | None, resume: bool):
-    """(plan, envs, agent, start), checked before the run directory is written."""
+    """(plan, envs, agent, start, evaluation), checked before the run directory is
+    written; evaluation None without eval.every."""
     plan = plan_host(config, run_dir, resume)
     if plan.point is None and run_dir is not None and run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"run directory {run_dir} exists and is not empty")
@@ -240,6 +277,7 @@ def _open(config: Config, run_dir: Path | None, resume: bool):
         # refused before the learner's state or replay is allocated
         check_fits(host_footprint(config, agent, envs[0].spec), host_devices(config)[1:])
         start = _start(config, agent, envs[0].spec, plan, run_dir)
+        evaluation = HostEvaluation(config, agent) if config.eval.every > 0 else None
     except BaseException:
         for env in envs:
             env.close()
@@ -247,7 +285,7 @@ def _open(config: Config, run_dir: Path | None, resume: bool):
     if plan.point is None and run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
         rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
-    return plan, envs, agent, start
+    return plan, envs, agent, start, evaluation
 
 
 def _finish(config: Config, log: RunLog, result: dict, summary: dict, run_dir: Path | None):
@@ -270,9 +308,18 @@ def summarize_host(
     config: Config, plan: RunPlan, result: dict, wall_start: float, b: Boundaries
 ) -> dict[str, Any]:
     """summary.json of a host run: the keys of a JAX env's, and the executor's own."""
-    keep: tuple[str, ...] = ("sps", "train_seconds", "compile_seconds", "policy_lag")
+    keep: tuple[str, ...] = ("train_seconds", "compile_seconds", "policy_lag")
     keep += ("policy_lag_max", "learner_wait_seconds")
     times = ("learn_seconds", "actor_env_seconds", "actor_policy_seconds")
+    evaluation, records = b.evaluation, b.log.records
+    eval_seconds = 0.0 if evaluation is None else evaluation.seconds
+    eval_compile_seconds = 0.0 if evaluation is None else evaluation.compile_seconds
+    # The executor's SPS times the rounds after the first, whose hooks ran every
+    # evaluation: their time (compile included) is left out, as a JAX run leaves it out.
+    sps, timed = result["sps"], (result["rounds"] - 1) * plan.batch
+    if evaluation is not None and timed > 0 and math.isfinite(sps):
+        sps = timed / (timed / sps - eval_seconds - eval_compile_seconds)
+    last_eval = records[-1].get("eval_return_mean", math.nan) if records else math.nan
     return {
         "config": config.name,
         "env": config.env.name,
@@ -285,8 +332,17 @@ def summarize_host(
         "final_return": result["final_return"],
         "actor_threads": result["actor_threads"],
         "lag": result["lag"],
+        "sps": sps,
         **{k: result[k] for k in keep + times},
         "checkpoint_seconds": b.checkpoint_seconds,
+        # The final evaluation's mean return (the last record's: a trainer.summarize key);
+        # evaluating took eval_seconds, compiling its policy eval_compile_seconds (both in
+        # train_seconds, not in sps).
+        "eval_return_mean": None
+        if evaluation is None or not math.isfinite(last_eval)
+        else last_eval,
+        "eval_seconds": eval_seconds,
+        "eval_compile_seconds": eval_compile_seconds,
         "wall_seconds": time.perf_counter() - wall_start,
         "jax_version": jax.__version__,
         "devices": [str(d) for d in dict.fromkeys(host_devices(config))],  # actors', learner's
