@@ -34,7 +34,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import jax
 import numpy as np
@@ -58,7 +57,7 @@ from jaxrl_async.host.saved import saved_state
 from jaxrl_async.pipeline.footprint import check_fits
 from jaxrl_async.pipeline.layout import Layout
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.run import rundir, tracking
+from jaxrl_async.run import rundir
 from jaxrl_async.run.compile_cache import configure_compile_cache
 from jaxrl_async.run.divergence import DivergenceGuard, param_abs_max
 from jaxrl_async.run.interrupts import interrupts_between_calls
@@ -67,6 +66,7 @@ from jaxrl_async.training.log import RunLog
 from jaxrl_async.training.loop import due
 from jaxrl_async.training.plan import RunPlan, check_work_left
 from jaxrl_async.training.result import TrainResult
+from jaxrl_async.training.summary import RunSummary, write_summary
 
 # Per-round keys of the executor's records that are not metrics to average.
 _NOT_LOGGED = ("round", "env_steps", "versions", "episode_return", "updates")
@@ -262,7 +262,7 @@ def train_host_run(
             saved = saver is not None and boundaries.saved > 0
             raise TrainingInterrupted(final.rounds * plan.batch, run_dir if saved else None)
         summary = summarize_host(config, plan, result, wall_start, boundaries)
-        return _finish(config, log, result, summary, run_dir)
+        return _finish(log, result, summary, run_dir)
 
 
 def _open(config: Config, run_dir: Path | None, resume: bool):
@@ -288,29 +288,18 @@ def _open(config: Config, run_dir: Path | None, resume: bool):
     return plan, envs, agent, start, evaluation
 
 
-def _finish(config: Config, log: RunLog, result: dict, summary: dict, run_dir: Path | None):
+def _finish(log: RunLog, result: dict, summary: RunSummary, run_dir: Path | None):
     """Write summary.json, print the closing line, return the TrainResult."""
-    if run_dir is not None:
-        rundir.write_summary(run_dir, summary)
-        tracking.finish(run_dir, summary)
-    final_text = "-" if summary["final_return"] is None else f"{summary['final_return']:.1f}"
-    log.progress.write(
-        f"{config.name}: {summary['env_steps']:,} steps in {summary['wall_seconds']:.1f}s, "
-        f"{summary['sps']:,.0f} SPS, policy lag {summary['policy_lag']:.2f}, "
-        f"final return {final_text}" + (f" -> {run_dir}" if run_dir else "")
-    )
+    fields = write_summary(summary, run_dir, log.progress.write)
     return TrainResult(
-        state=result["state"], metrics=log.metrics(), summary=summary, run_dir=run_dir
+        state=result["state"], metrics=log.metrics(), summary=fields, run_dir=run_dir
     )
 
 
 def summarize_host(
     config: Config, plan: RunPlan, result: dict, wall_start: float, b: Boundaries
-) -> dict[str, Any]:
-    """summary.json of a host run: the keys of a JAX env's, and the executor's own."""
-    keep: tuple[str, ...] = ("train_seconds", "compile_seconds", "policy_lag")
-    keep += ("policy_lag_max", "learner_wait_seconds")
-    times = ("learn_seconds", "actor_env_seconds", "actor_policy_seconds")
+) -> RunSummary:
+    """The RunSummary of a host run: the fields of a JAX env's, and the executor's own."""
     evaluation, records = b.evaluation, b.log.records
     eval_seconds = 0.0 if evaluation is None else evaluation.seconds
     eval_compile_seconds = 0.0 if evaluation is None else evaluation.compile_seconds
@@ -320,34 +309,38 @@ def summarize_host(
     if evaluation is not None and timed > 0 and math.isfinite(sps):
         sps = timed / (timed / sps - eval_seconds - eval_compile_seconds)
     last_eval = records[-1].get("eval_return_mean", math.nan) if records else math.nan
-    return {
-        "config": config.name,
-        "env": config.env.name,
-        "agent": config.agent.name,
-        "seed": config.train.seed,
-        "env_steps": plan.num_updates * plan.batch,
-        "updates": result["updates"],
-        "num_seeds": 1,
-        "resumed_from": None if plan.point is None else plan.point.step,
-        "final_return": result["final_return"],
-        "actor_threads": result["actor_threads"],
-        "lag": result["lag"],
-        "sps": sps,
-        **{k: result[k] for k in keep + times},
-        "checkpoint_seconds": b.checkpoint_seconds,
-        # The final evaluation's mean return (the last record's: a trainer.summarize key);
-        # evaluating took eval_seconds, compiling its policy eval_compile_seconds (both in
-        # train_seconds, not in sps).
-        "eval_return_mean": None
-        if evaluation is None or not math.isfinite(last_eval)
-        else last_eval,
-        "eval_seconds": eval_seconds,
-        "eval_compile_seconds": eval_compile_seconds,
-        "wall_seconds": time.perf_counter() - wall_start,
-        "jax_version": jax.__version__,
-        "devices": [str(d) for d in dict.fromkeys(host_devices(config))],  # actors', learner's
-        "placement": host_placement(config),
-        "processes": 1,
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "warnings": b.log.warnings,  # this session's (train.nan_policy=warn's divergence)
-    }
+    return RunSummary(
+        engine="host",
+        config=config.name,
+        env=config.env.name,
+        agent=config.agent.name,
+        seed=config.train.seed,
+        env_steps=plan.num_updates * plan.batch,
+        updates=result["updates"],
+        num_seeds=1,
+        resumed_from=None if plan.point is None else plan.point.step,
+        final_return=result["final_return"],
+        actor_threads=result["actor_threads"],
+        lag=result["lag"],
+        sps=sps,
+        train_seconds=result["train_seconds"],
+        compile_seconds=result["compile_seconds"],
+        policy_lag=result["policy_lag"],
+        policy_lag_max=result["policy_lag_max"],
+        learner_wait_seconds=result["learner_wait_seconds"],
+        learn_seconds=result["learn_seconds"],
+        actor_env_seconds=result["actor_env_seconds"],
+        actor_policy_seconds=result["actor_policy_seconds"],
+        checkpoint_seconds=b.checkpoint_seconds,
+        # Compiling the evaluation's policy is not in compile_seconds (in train_seconds).
+        eval_return_mean=None if evaluation is None or not math.isfinite(last_eval) else last_eval,
+        eval_seconds=eval_seconds,
+        eval_compile_seconds=eval_compile_seconds,
+        wall_seconds=time.perf_counter() - wall_start,
+        jax_version=jax.__version__,
+        devices=[str(d) for d in dict.fromkeys(host_devices(config))],  # actors', learner's
+        placement=host_placement(config),
+        processes=1,
+        xla_flags=os.environ.get("XLA_FLAGS", ""),
+        warnings=b.log.warnings,
+    )

@@ -6,7 +6,7 @@
   start:     compile, then init the state or restore it from a checkpoint;
   run_loop (loop.py): call the chunk, and between calls log (log.py), evaluate,
              checkpoint, stop on Ctrl-C (interrupts.py);
-  summarize: the summary dict (summary.json) and the closing line.
+  summarize: the RunSummary (summary.json; summary.py writes it and the closing line).
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ from jaxrl_async.pipeline.program import (
 from jaxrl_async.pipeline.sharding import make_mesh
 from jaxrl_async.pipeline.split import init_and_compile_split, split_meshes
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.run import distributed, rundir, tracking
+from jaxrl_async.run import distributed, rundir
 from jaxrl_async.run.compile_cache import CACHE, configure_compile_cache
 from jaxrl_async.training.log import Point, RunLog
 from jaxrl_async.training.loop import Built, LoopTimes, Run, Started, run_loop
 from jaxrl_async.training.plan import RunPlan, plan_run
 from jaxrl_async.training.result import TrainResult
+from jaxrl_async.training.summary import RunSummary, write_summary
 
 __all__ = ["Point", "RunGroup", "TrainResult", "resume", "train"]
 
@@ -166,7 +167,10 @@ def with_hparams(state, hparams: Mapping[str, Sequence[float]]):
     return state.replace(learner=state.learner.replace(hparams={**current, **new}))
 
 
-def summarize(run: Run, log: RunLog, times: LoopTimes, env_name: str, wall_start: float) -> dict:
+def summarize(
+    run: Run, log: RunLog, times: LoopTimes, env_name: str, wall_start: float
+) -> RunSummary:
+    """The run's RunSummary (summary.json)."""
     config, plan, started, layout = run.config, run.plan, run.started, run.plan.layout
     records, evaluation = log.records, run.built.evaluation
     num_seeds = config.train.num_seeds
@@ -174,48 +178,46 @@ def summarize(run: Run, log: RunLog, times: LoopTimes, env_name: str, wall_start
     env_steps = plan.num_updates * plan.batch
     returns = [r["episode_return"] for r in records if math.isfinite(r["episode_return"])]
     trained = env_steps - plan.start_call * plan.steps_per_call
-    return {
-        "config": config.name,
-        "env": env_name,
-        "agent": config.agent.name,
-        "seed": config.train.seed,
-        "env_steps": env_steps,
-        "updates": plan.num_updates,
+    return RunSummary(
+        engine="jax",
+        config=config.name,
+        env=env_name,
+        agent=config.agent.name,
+        seed=config.train.seed,
+        env_steps=env_steps,
+        updates=plan.num_updates,
         # Env steps of all seeds per second.
-        "sps": num_seeds * trained / (times.loop_seconds - eval_seconds - times.checkpoint_seconds),
-        "num_seeds": num_seeds,
-        "resumed_from": None if plan.point is None else plan.point.step,
-        "final_return": returns[-1] if returns else None,  # the mean over seeds
-        "final_return_seeds": [
+        sps=num_seeds * trained / (times.loop_seconds - eval_seconds - times.checkpoint_seconds),
+        num_seeds=num_seeds,
+        resumed_from=None if plan.point is None else plan.point.step,
+        final_return=returns[-1] if returns else None,  # the mean over seeds
+        final_return_seeds=[
             _last_finite(records, f"episode_return/seed{k}") for k in range(num_seeds)
         ]
         if num_seeds > 1
         else None,
-        "compile_seconds": started.compile_seconds,
-        "restore_seconds": started.restore_seconds,
-        # The loop blocked on checkpoint saves (in train_seconds, not in sps).
-        "checkpoint_seconds": times.checkpoint_seconds,
-        # The final evaluation's mean return; evaluating took eval_seconds (in
-        # train_seconds, not in sps) and compiling eval_compile_seconds (in compile_seconds).
-        # (the last record's: a resume that only finishes the run evaluates nothing)
-        "eval_return_mean": None
+        compile_seconds=started.compile_seconds,
+        restore_seconds=started.restore_seconds,
+        checkpoint_seconds=times.checkpoint_seconds,
+        # Compiling the evaluation is in compile_seconds too.
+        eval_return_mean=None
         if evaluation is None
         else _last_finite(records[-1:], "eval_return_mean"),
-        "eval_seconds": eval_seconds,
-        "eval_compile_seconds": 0.0 if evaluation is None else evaluation.compile_seconds,
-        "compile_cache_hits": started.cache_hits,
-        "compile_cache_misses": started.cache_misses,
-        "train_seconds": times.loop_seconds,
-        "wall_seconds": time.perf_counter() - wall_start,
-        "jax_version": jax.__version__,
-        "devices": [str(d) for d in run.built.devices],
-        "device_choice": layout.devices_why,
-        "placement": layout.placement,
-        "placement_choice": layout.placement_why,
-        "processes": jax.process_count(),
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "warnings": log.warnings,  # this session's (train.nan_policy=warn's divergence)
-    }
+        eval_seconds=eval_seconds,
+        eval_compile_seconds=0.0 if evaluation is None else evaluation.compile_seconds,
+        compile_cache_hits=started.cache_hits,
+        compile_cache_misses=started.cache_misses,
+        train_seconds=times.loop_seconds,
+        wall_seconds=time.perf_counter() - wall_start,
+        jax_version=jax.__version__,
+        devices=[str(d) for d in run.built.devices],
+        device_choice=layout.devices_why,
+        placement=layout.placement,
+        placement_choice=layout.placement_why,
+        processes=jax.process_count(),
+        xla_flags=os.environ.get("XLA_FLAGS", ""),
+        warnings=log.warnings,
+    )
 
 
 def _last_finite(records: list[dict], key: str):
@@ -305,26 +307,16 @@ def _train_host(config: Config, run_dir, callbacks, resume: bool, group) -> Trai
 
 
 def _finish(
-    run: Run, log: RunLog, state, summary: dict, main: bool, group: RunGroup | None
+    run: Run, log: RunLog, state, summary: RunSummary, main: bool, group: RunGroup | None
 ) -> TrainResult:
     """Write summary.json (process 0), print the closing lines, return the TrainResult."""
-    config = run.config
     run_dir = run.run_dir if main else None  # the other processes wrote nothing
-    if run_dir is not None:
-        rundir.write_summary(run_dir, summary)
-        tracking.finish(run_dir, summary)
-    final = "-" if summary["final_return"] is None else f"{summary['final_return']:.1f}"
-    log.progress.write(run.plan.layout.line())  # the reasons: `jaxrl-async plan`
-    # The summary is the run's last line.
-    log.progress.write(
-        f"{config.name}: {summary['env_steps']:,} steps in {summary['wall_seconds']:.1f}s "
-        f"(compile {run.started.compile_seconds:.1f}s), {summary['sps']:,.0f} SPS, "
-        f"final return {final}" + (f" -> {run_dir}" if run_dir else "")
-    )
+    # The layout's reasons (`jaxrl-async plan`), then the summary: the run's last line.
+    fields = write_summary(summary, run_dir, log.progress.write, [run.plan.layout.line()])
     return TrainResult(
         state=state,
         metrics=log.metrics(),
-        summary=summary,
+        summary=fields,
         run_dir=run_dir,
         point_records=None if group is None else log.point_records,
     )
