@@ -1,19 +1,21 @@
 """Observation normalisation on host envs (`host/obs_norm.py`): the JAX wrapper's
 statistics in numpy, what the actor acts on and hands in, and the statistics a run
-checkpoints, resumes from and evaluates with."""
+checkpoints, resumes from and evaluates with; with a replay agent, raw observations
+stored and each sampled batch normalised with the learner's statistics."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.envs.wrappers import NormalizeObservation, NormState
-from jaxrl_async.errors import ConfigError
 from jaxrl_async.evaluation.host import evaluate_host_run
-from jaxrl_async.host import make_gymnasium
-from jaxrl_async.host.actor import Acting, _obs_moments, rollout
+from jaxrl_async.host import make_actor_envs, make_gymnasium, make_host_agent, train_host
+from jaxrl_async.host.actor import Acting, Trajectory, _obs_moments, rollout
+from jaxrl_async.host.executor import Learner, Progress, learn_round
 from jaxrl_async.host.obs_norm import (
     PRIOR_COUNT,
     ObsStats,
@@ -23,10 +25,12 @@ from jaxrl_async.host.obs_norm import (
     moments,
     normalize,
 )
+from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.saved import saved_state
 from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.training.host_run import train_host_run
-from tests.helpers.host_runs import CORRIDOR, SMALL
+from jaxrl_async.types import Transition
+from tests.helpers.host_runs import CORRIDOR, SMALL, bounded, dqn_config, random_trajectory
 
 NORMALISED = [f"env.name={CORRIDOR}", "env.normalize_obs=true", *SMALL]
 
@@ -109,6 +113,125 @@ def test_a_run_checkpoints_resumes_and_evaluates_with_its_statistics(tmp_path):
     assert result["episodes"] == 2 and np.all(np.isfinite(result["returns"]))
 
 
-def test_normalised_observations_with_a_replay_are_refused():
-    with pytest.raises(ConfigError, match="normalize_obs is not supported with a replay"):
-        load_config("dqn_cartpole", ["env.name=gymnasium:CartPole-v1", "env.normalize_obs=true"])
+def test_a_replay_agents_actor_acts_on_normalised_obs_and_hands_in_raw_ones():
+    """A replay stores raw observations (its learner normalises what it samples): the
+    policy still sees them normalised, the trajectory keeps them raw, next_obs too."""
+    env = make_gymnasium(CORRIDOR, 3, vectorization_mode="sync", autoreset_mode="same_step")
+    seen: list[np.ndarray] = []
+
+    def policy(params, memory, obs, step):
+        seen.append(np.asarray(obs))
+        return None, np.ones(len(obs), np.int64), {}
+
+    stats = ObsStats(np.array([1.0, 2.0]), np.array([4.0, 0.25]), np.float64(10.0))
+    try:
+        first = env.reset(0)
+        acting = Acting(None, 0, stats, raw_obs=True)
+        _, traj, steps, _ = rollout(env, policy, acting, (first, None), 0, 6)
+    finally:
+        env.close()
+    raw = np.stack([first, *(s.obs for s in steps[:-1])])
+    np.testing.assert_array_equal(traj.obs, raw)
+    np.testing.assert_array_equal(traj.next_obs, np.stack([s.final_obs for s in steps]))
+    np.testing.assert_allclose(np.stack(seen), normalize(stats, raw))
+    assert _obs_moments(first, steps, acting).n == 18
+
+
+def test_normalised_observations_with_a_replay_load():
+    config = load_config(
+        "dqn_cartpole", ["env.name=gymnasium:CartPole-v1", "env.normalize_obs=true"]
+    )
+    assert config.env.normalize_obs and config.agent.off_policy
+
+
+def test_the_learner_merges_the_rounds_moments_before_a_replay_samples():
+    """learn_round merges every actor's moments, in actor order, and hands the replay
+    learner those statistics: its batches are normalised with the round's own included."""
+    given: list = []
+
+    class Replay:
+        def learn(self, state, carry, traj, r, key, obs_stats=None):
+            given.append(obs_stats)
+            return state, carry, {}, False
+
+    rng = np.random.default_rng(2)
+    traj = Transition(
+        obs=np.zeros((4, 2, 2), np.float32),
+        action=np.zeros((4, 2), np.int32),
+        reward=np.zeros((4, 2), np.float32),
+        terminated=np.zeros((4, 2), bool),
+        truncated=np.zeros((4, 2), bool),
+        next_obs=np.zeros((4, 2, 2), np.float32),
+        extras={},
+        version=np.zeros((4, 2), np.int32),
+    )
+    batches = [rng.normal(3.0, 2.0, (8, 2)) for _ in range(2)]
+    parts = [
+        Trajectory(0, k, traj, np.zeros(0), np.zeros(0, np.int64), obs_moments=moments(b, (2,)))
+        for k, b in enumerate(batches)
+    ]
+    learner = Learner(None, jax.random.key(0), -1, None, 1, Replay())  # type: ignore[arg-type]
+    start = Progress(None, 0, 0, [], None, initial_stats((2,)))
+    progress, _ = learn_round(learner, start, parts, 0)
+    want = merge(merge(initial_stats((2,)), moments(batches[0], (2,))), moments(batches[1], (2,)))
+    for stats in (given[0], progress.obs_stats):
+        np.testing.assert_array_equal(stats.mean, want.mean)
+        np.testing.assert_array_equal(stats.var, want.var)
+        assert stats.n == want.n
+
+
+def test_the_replay_learner_normalises_each_sampled_batch_with_the_statistics_given():
+    """The replay holds a round's raw observations; every batch the agent learns from is
+    those of the slots drawn, normalised by hand with the statistics handed in."""
+    config = dqn_config("env.normalize_obs=true", "replay.learning_starts=16")
+    envs = make_actor_envs(config)
+    try:
+        agent = make_host_agent(config, envs[0].spec)
+    finally:
+        for env in envs:
+            env.close()
+    drawn: list = []
+
+    def recording(learner, sample, key):
+        items = sample.items
+        jax.debug.callback(
+            lambda *xs: drawn.append([np.asarray(x) for x in xs]),
+            sample.indices,
+            items.obs,
+            items.next_obs,
+        )
+        return agent.learn(learner, sample, key)
+
+    replay_learner = ReplayLearner(agent._replace(learn=recording), config, envs[0].spec)
+    trajectory = random_trajectory(np.random.default_rng(0), 4, 4)
+    stats = ObsStats(np.array([1.0, -2.0]), np.array([4.0, 0.25]), np.float64(10.0))
+    state = agent.init(jax.random.key(0))
+    _, carry, _, learned = replay_learner.learn(
+        state, replay_learner.init(), trajectory, 0, jax.random.key(1), stats
+    )
+    jax.effects_barrier()
+    assert learned and len(drawn) == 2  # agent.updates_per_tick
+    stored = jax.tree.map(np.asarray, carry.replay.ring.items)
+    size = int(carry.replay.ring.size)
+    assert size == 8
+    # raw in the replay: the trajectory's own observations
+    np.testing.assert_array_equal(stored.obs[:size], trajectory.obs[:2].reshape(-1, 2))
+    for indices, obs, next_obs in drawn:
+        assert np.all(indices < size)
+        np.testing.assert_allclose(obs, normalize(stats, stored.obs[indices]), atol=1e-5)
+        np.testing.assert_allclose(next_obs, normalize(stats, stored.next_obs[indices]), atol=1e-5)
+        assert not np.allclose(obs, stored.obs[indices])  # normalised, not raw
+
+
+def test_dqn_with_normalised_obs_trains_and_stores_raw_observations():
+    """Through `train_host`: the replay holds the corridor's raw observations ([position,
+    steps taken], small whole numbers), the statistics count every step acted on."""
+    result = bounded(lambda: train_host(dqn_config("env.normalize_obs=true")), 120.0)
+    replay = result["replay"].replay
+    size = int(replay.ring.size)
+    assert size == 10 * 16 - 2 * 4 and result["updates"] == 9
+    obs = np.asarray(replay.ring.items.obs)[:size]
+    np.testing.assert_array_equal(obs, np.round(obs))
+    assert set(np.unique(obs[:, 0])) <= {0.0, 1.0, 2.0} and obs[:, 1].max() >= 2
+    assert result["obs_stats"].n == pytest.approx(160 + PRIOR_COUNT)
+    assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(result["params"]))

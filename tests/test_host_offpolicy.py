@@ -21,58 +21,20 @@ from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.replay.stage import nstep_transitions
 from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.training import host_run
-from jaxrl_async.types import Transition
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
-from tests.helpers.host_runs import bounded, cartpole_final_returns
-
-CORRIDOR = "gymnasium:tests.helpers.host_envs:HostCorridor-v0"
-
-
-def dqn_config(*overrides: str, rounds: int = 10):
-    """DQN with 3-step prioritized replay: 4 envs x 4 steps a round over 2 actor threads,
-    learning from round 1 on, two updates a round."""
-    return load_config(
-        "dqn_cartpole",
-        [
-            f"env.name={CORRIDOR}",
-            "env.num_envs=4",
-            "pipeline.rollout_len=4",
-            "pipeline.actor_threads=2",
-            "agent.hidden_sizes=[8]",
-            "agent.n_step=3",
-            "agent.updates_per_tick=2",
-            "agent.epsilon_decay_steps=100",
-            "replay.kind=prioritized",
-            "replay.capacity=512",
-            "replay.batch_size=8",
-            "replay.learning_starts=32",
-            "train.log_every=32",
-            "train.progress=false",
-            f"train.total_steps={16 * rounds}",
-            *overrides,
-        ],
-    )
+from tests.helpers.host_runs import (
+    CORRIDOR,
+    bounded,
+    cartpole_final_returns,
+    dqn_config,
+    random_trajectory,
+)
 
 
 def leaves_equal(a, b) -> None:
     assert jax.tree.structure(a) == jax.tree.structure(b)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-
-
-def random_trajectory(rng, T: int, B: int, extras: bool = True) -> Transition:
-    """A corridor-shaped trajectory [T, B] with random rewards and episode ends."""
-    obs = rng.normal(size=(T, B, 2)).astype(np.float32)
-    return Transition(
-        obs=obs,
-        action=rng.integers(0, 2, (T, B)).astype(np.int32),
-        reward=rng.normal(size=(T, B)).astype(np.float32),
-        terminated=rng.random((T, B)) < 0.2,
-        truncated=rng.random((T, B)) < 0.1,
-        next_obs=obs + 1.0,
-        extras={"epsilon": np.ones((T, B), np.float32)} if extras else {},
-        version=np.zeros((T, B), np.int32),
-    )
 
 
 @pytest.mark.parametrize(("rollout_len", "n_step"), [(4, 3), (1, 3), (4, 1)])
@@ -185,9 +147,12 @@ def test_continuous_agents_train_on_pendulum(agent):
     assert records[-1]["learning"] == 1.0
 
 
-def test_checkpoint_and_resume_continue_with_the_exact_replay(tmp_path, monkeypatch):
-    """The last checkpoint holds the run's learner, replay and window leaf for leaf, and a
-    resume starts its executor from exactly those."""
+@pytest.mark.parametrize("normalised", [False, True])
+def test_checkpoint_and_resume_continue_with_the_exact_replay(tmp_path, monkeypatch, normalised):
+    """The last checkpoint holds the run's learner, replay and window leaf for leaf (and
+    under env.normalize_obs its observation statistics), and a resume starts its executor
+    from exactly those."""
+    extra = ["env.normalize_obs=true"] if normalised else []
     calls: list[tuple] = []
     run_executor = host_run.run_executor
 
@@ -200,19 +165,25 @@ def test_checkpoint_and_resume_continue_with_the_exact_replay(tmp_path, monkeypa
 
     monkeypatch.setattr(host_run, "run_executor", recording)
     run = tmp_path / "run"
-    config = dqn_config("checkpoint.every=48", rounds=6)
+    config = dqn_config("checkpoint.every=48", *extra, rounds=6)
     host_run.train_host_run(config, run_dir=run)
     _, first = calls[0]
-    like = host_run.saved_state(first["state"], 0, first["replay"])
+    stats = first["obs_stats"]
+    assert (stats is not None) == normalised
+    like = host_run.saved_state(first["state"], 0, first["replay"], stats)
     restored, _ = ckpt.restore(run / "checkpoints", like)
     assert ckpt.steps(run / "checkpoints")[-1] == 96
-    leaves_equal(restored, host_run.saved_state(first["state"], first["updates"], first["replay"]))
+    saved = host_run.saved_state(first["state"], first["updates"], first["replay"], stats)
+    leaves_equal(restored, saved)
 
-    host_run.train_host_run(dqn_config("checkpoint.every=48"), run_dir=run, resume=True)
+    host_run.train_host_run(dqn_config("checkpoint.every=48", *extra), run_dir=run, resume=True)
     start, second = calls[1]
     assert (start.round, start.updates) == (6, first["updates"])
     leaves_equal((start.state, start.replay), (first["state"], first["replay"]))
+    leaves_equal(start.obs_stats, stats)
     assert int(second["replay"].replay.ring.size) == 160 - 2 * 4  # the window carried over
+    if normalised:  # every step acted on, the first run's and the resumed one's
+        assert second["obs_stats"].n == pytest.approx(160 + 1e-4)
 
 
 def test_recurrent_still_refused_and_max_staleness_refused_off_policy():

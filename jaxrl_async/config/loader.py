@@ -283,11 +283,6 @@ def _validate_host(config: Config) -> None:
             "eval.video is not supported (the periodic evaluation's envs are not built to "
             "render); record a checkpoint's with `jaxrl-async eval RUN_DIR --video PATH`",
         ),
-        (
-            env.normalize_obs and config.agent.off_policy,
-            "env.normalize_obs is not supported with a replay (on-policy agents only)",
-        ),
-        (bool(env.mask_obs), "env.mask_obs is not supported"),
         (pipeline.devices > 1, "the learner runs on one device (pipeline.devices <= 1)"),
         (
             pipeline.actor_threads > env.num_envs,

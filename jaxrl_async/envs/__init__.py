@@ -160,19 +160,24 @@ def resolve(config, env=None, env_params=None):
         default_params = getattr(env, "default_params", None)
     env_params = default_params if env_params is None else env_params
     if config.mask_obs:
-        shape = spec_of(env, env_params).obs_shape
-        what = f"env.mask_obs={list(config.mask_obs)}"
-        if isinstance(shape, dict) or not shape:
-            raise ConfigError(f"{what} needs an array observation; {config.name} observes {shape}")
-        bad = [i for i in config.mask_obs if not 0 <= i < shape[-1]]
-        if bad:
-            raise ConfigError(
-                f"{what}: index {bad[0]} is out of range for {config.name}'s "
-                f"observation of shape {shape} (indices into its last axis, "
-                f"0 to {shape[-1] - 1})"
-            )
+        check_mask(config, spec_of(env, env_params).obs_shape)
         env = MaskObservation(env, config.mask_obs)
     return env, env_params
+
+
+def check_mask(config, shape) -> None:
+    """A one-line ConfigError unless `config.mask_obs` (an EnvConfig's) indexes the last
+    axis of an array observation of `shape` (a JAX env's, or a host env's)."""
+    what = f"env.mask_obs={list(config.mask_obs)}"
+    if isinstance(shape, dict) or not shape:
+        raise ConfigError(f"{what} needs an array observation; {config.name} observes {shape}")
+    bad = [i for i in config.mask_obs if not 0 <= i < shape[-1]]
+    if bad:
+        raise ConfigError(
+            f"{what}: index {bad[0]} is out of range for {config.name}'s "
+            f"observation of shape {shape} (indices into its last axis, "
+            f"0 to {shape[-1] - 1})"
+        )
 
 
 def make_batched(env, normalize_obs: bool = False, axis_name: str | None = None):
@@ -193,6 +198,7 @@ __all__ = [
     "NormalizeObservation",
     "VecEnv",
     "check_env",
+    "check_mask",
     "make",
     "make_batched",
     "register",

@@ -30,7 +30,7 @@ import numpy as np
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.evaluation.results import eval_result, eval_settings, summarize
-from jaxrl_async.host.by_name import make_host_env
+from jaxrl_async.host.by_name import make_run_env
 from jaxrl_async.host.executor import make_host_agent
 from jaxrl_async.host.obs_norm import ObsStats, from_saved, initial_stats, normalize
 from jaxrl_async.host.saved import saved_state
@@ -75,8 +75,8 @@ def _split(memory: Memory | None) -> tuple:
 
 def make_eval_env(config: Config):
     """The eval.episodes host envs an evaluation of `config`'s run steps (not a training
-    env: their seeds are EVAL_SEED_OFFSET's)."""
-    return make_host_env(config.env.name, config.eval.episodes, **config.env.kwargs)
+    env: their seeds are EVAL_SEED_OFFSET's), masked by env.mask_obs as training's are."""
+    return make_run_env(config.env, config.eval.episodes)
 
 
 class Players(NamedTuple):

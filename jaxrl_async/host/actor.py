@@ -62,6 +62,7 @@ class ActorPlan(NamedTuple):
     seed: int  # its envs reset from reset_seed(plan) + i
     device: Any = None  # where it acts (None: JAX's default device)
     first_round: int = 0  # where it starts: 0, or the round a resumed run continues at
+    raw_obs: bool = False  # trajectories of raw observations (a replay's) under statistics
 
 
 def reset_seed(plan: ActorPlan) -> int:
@@ -128,6 +129,7 @@ class Acting(NamedTuple):
     params: Any
     version: int
     obs_stats: ObsStats | None = None
+    raw_obs: bool = False  # the trajectory keeps raw observations (`ActorPlan.raw_obs`)
 
 
 def rollout(
@@ -143,17 +145,20 @@ def rollout(
     with `acting`: (where the next round starts, the trajectory [T, B_k, ...] in numpy,
     the steps as given, (seconds in env.step, seconds in the policy)). With observation
     statistics the policy sees, and the trajectory holds, observations normalised by them
-    (`next_obs` too); the steps keep the raw ones. `doing` is marked with where it is."""
+    (`next_obs` too); the steps keep the raw ones. With `acting.raw_obs` (a replay
+    agent's: its learner normalises what it samples) the trajectory holds the raw ones
+    too, the policy still acting on normalised ones. `doing` is marked with where it is."""
     doing = doing if doing is not None else Doing()
-    params, version, stats = acting
+    params, version, stats, raw_obs = acting
     seen = (lambda o: o) if stats is None else (lambda o: normalize(stats, o))
+    kept = (lambda o: o) if raw_obs else seen  # what the trajectory holds
     obs, memory = start
     steps: list[Transition] = []
     host_steps: list[HostStep] = []
     env_seconds = policy_seconds = 0.0
     for t in range(length):
         started = time.perf_counter()
-        observed = seen(obs)  # what the policy acts on and the trajectory holds
+        observed = seen(obs)  # what the policy acts on (and, but for raw_obs, the trajectory)
         doing.now = "policy"
         carry, action, extras = act(policy, params, memory, observed, first_step + t)
         stepped = time.perf_counter()
@@ -164,12 +169,12 @@ def rollout(
         policy_seconds += stepped - started
         _check_step(step)
         fields: dict[str, Any] = {
-            "obs": observed,
+            "obs": obs if raw_obs else observed,
             "action": action,
             "reward": step.reward,
             "terminated": step.terminated,
             "truncated": step.truncated,
-            "next_obs": seen(step.final_obs),
+            "next_obs": kept(step.final_obs),
             "extras": extras,
             "version": np.full(step.reward.shape, version, np.int32),
             "memory": memory,
@@ -237,7 +242,7 @@ def run_actor(
                 if published is None:
                     return
                 params = jax.device_put(published.params, device)
-                acting = Acting(params, published.version, published.obs_stats)
+                acting = Acting(params, published.version, published.obs_stats, plan.raw_obs)
                 acting_slot = slot
             assert acting is not None
             first_obs = start[0]

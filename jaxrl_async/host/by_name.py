@@ -1,5 +1,6 @@
 """A host env by name: the one place that reads an `env.name`'s prefix and builds its
-adapter (`gymnasium:<id>`, `envpool:<task>`), for training, evaluation, plans and benches.
+adapter (`gymnasium:<id>`, `envpool:<task>`), for training, evaluation, plans and benches
+(a run's envs, env.mask_obs applied: `make_run_env`).
 
 Every env built here resets within the step (same-step autoreset: Gymnasium's sync
 vector env, EnvPool through its same-step shim), so every step is a transition. The
@@ -16,6 +17,8 @@ import gymnasium
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from jaxrl_async.config.loader import Config, with_overrides
+from jaxrl_async.config.sections import EnvConfig
+from jaxrl_async.envs import check_mask
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv, autoreset_mode_of, factory_name
 
@@ -62,6 +65,21 @@ def make_host_env(name: str, num_envs: int, **kwargs: Any) -> GymnasiumVecEnv:
     if suite not in MAKERS:
         raise ConfigError(f"env.name={name!r} is not a host env ({HOST_NAMES})")
     return MAKERS[suite](name, num_envs, **kwargs)
+
+
+def make_run_env(env_config: EnvConfig, num_envs: int) -> GymnasiumVecEnv:
+    """`num_envs` envs of a run's `env` section (`make_host_env` of its name and kwargs),
+    their observations masked by env.mask_obs as a JAX env's are (`envs.resolve`): an
+    index the observation lacks, or a dict observation, is a one-line ConfigError."""
+    env = make_host_env(env_config.name, num_envs, **env_config.kwargs)
+    if env_config.mask_obs:
+        try:
+            check_mask(env_config, env.spec.obs_shape)
+        except ConfigError:
+            env.close()
+            raise
+        env.mask = tuple(env_config.mask_obs)
+    return env
 
 
 def host_config(config: Config, env: Any) -> Config | None:

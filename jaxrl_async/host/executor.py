@@ -48,7 +48,7 @@ from jaxrl_async.agents import make_agent
 from jaxrl_async.config.loader import HOST_RECURRENT_REPLAY, Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, make_policy, run_actor
-from jaxrl_async.host.by_name import HOST_NAMES, make_host_env
+from jaxrl_async.host.by_name import HOST_NAMES, make_run_env
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge
 from jaxrl_async.host.params import ParamStore
@@ -64,9 +64,9 @@ JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
 
 def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
     """One host env per actor thread (`pipeline.actor_threads`) over its slice of
-    `env.num_envs` (same-step autoreset, so that every step is a transition). The config
-    was validated when loaded (`config._validate_host`): what the executor does not run
-    is refused there."""
+    `env.num_envs` (same-step autoreset, so that every step is a transition; observations
+    masked by env.mask_obs, `by_name.make_run_env`). The config was validated when loaded
+    (`config._validate_host`): what the executor does not run is refused there."""
     if not config.env.host:
         raise ConfigError(f"env.name must be a host env ({HOST_NAMES}) for the host executor")
     host_devices(config)  # a split without two devices: refused before any env is built
@@ -75,7 +75,7 @@ def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
     envs: list[GymnasiumVecEnv] = []
     try:
         for size in sizes:
-            envs.append(make_host_env(config.env.name, size, **config.env.kwargs))
+            envs.append(make_run_env(config.env, size))
     except Exception:
         for env in envs:
             env.close()
@@ -168,24 +168,29 @@ def round_record(parts: list[Trajectory], r: int, batch: int) -> dict:
 
 def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r: int):
     """(progress, metrics): the agent's update on round r (all actors' trajectories
-    joined over envs into [T, B]), skipped when older than `max_staleness`."""
+    joined over envs into [T, B]), skipped when older than `max_staleness`. The
+    observation statistics merge the round's moments first: an off-policy learner
+    normalises its sampled batches with them (`ReplayLearner.learn`)."""
     traj = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *[p.traj for p in parts])
     staleness = progress.updates - int(traj.version.min())
     skip = 0 <= learner.max_staleness < staleness
     state, updates, replay, metrics = progress.state, progress.updates, progress.replay, {}
     key = jax.random.fold_in(learner.key, r)
+    obs_stats = progress.obs_stats
+    for part in parts:  # in actor order, whatever order they arrived in
+        if obs_stats is not None and part.obs_moments is not None:
+            obs_stats = merge(obs_stats, part.obs_moments)
     if learner.replay is not None:  # off-policy (max_staleness is refused for these)
-        state, replay, metrics, learned = learner.replay.learn(state, replay, traj, r, key)
+        # raw observations stored; the batches normalised with every round's statistics
+        state, replay, metrics, learned = learner.replay.learn(
+            state, replay, traj, r, key, obs_stats
+        )
         updates += int(learned)
     elif not skip:
         learned = learner.learn(state, jax.device_put(traj, learner.device), key)
         state, metrics = learned.state, learned.metrics
         updates += 1
     returns = progress.episode_returns + [p.episode_returns for p in parts]
-    obs_stats = progress.obs_stats
-    for part in parts:  # in actor order, whatever order they arrived in
-        if obs_stats is not None and part.obs_moments is not None:
-            obs_stats = merge(obs_stats, part.obs_moments)
     metrics = {
         **{k: float(v) for k, v in jax.device_get(metrics).items()},
         "policy_lag": float(staleness),
@@ -215,6 +220,7 @@ def start_actors(
             config.train.seed,
             device=host_devices(config)[0],
             first_round=first_round,
+            raw_obs=agent.data == "replay",
         )
         q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
         policy = make_policy(agent, act_key, plan, env.num_envs)

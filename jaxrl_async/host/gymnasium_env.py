@@ -324,9 +324,21 @@ def _sync_field(error: BaseException) -> str | None:
     return found[0] if found else "a reward, terminated or truncated that is not one number"
 
 
+def mask_entries(obs: np.ndarray, indices: tuple[int, ...]) -> np.ndarray:
+    """`obs` with the entries `indices` of its last axis zeroed (a copy): what the JAX
+    envs' `MaskObservation` does (env.mask_obs)."""
+    masked = np.array(obs)
+    masked[..., list(indices)] = 0
+    return masked
+
+
 class GymnasiumVecEnv:
     """A Gymnasium vector env as a `HostEnv`: observations and actions as `spec` says,
-    every step a `HostStep` with exact episode semantics in either autoreset mode."""
+    every step a `HostStep` with exact episode semantics in either autoreset mode.
+    `mask` (env.mask_obs, set by `by_name.make_run_env`): the entries of the last axis
+    of every observation, final ones included, zeroed (the spec is unchanged)."""
+
+    mask: tuple[int, ...] = ()
 
     def __init__(
         self,
@@ -368,7 +380,8 @@ class GymnasiumVecEnv:
     def _observe(self, raw_obs) -> Any:
         if self.atari is not None:
             raw_obs = self.atari.observe(raw_obs)
-        return self._spaces.observe(raw_obs)
+        obs = self._spaces.observe(raw_obs)
+        return mask_entries(obs, self.mask) if self.mask else obs
 
     def step(self, actions: np.ndarray) -> HostStep:
         actions = np.asarray(actions)

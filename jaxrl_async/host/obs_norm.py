@@ -4,9 +4,11 @@ The statistics follow the JAX pipeline's `envs.wrappers.NormalizeObservation`: a
 mean and variance from zero and one with a count of 1e-4, merged batch by batch
 (parallel Welford), observations normalised to (obs - mean) / sqrt(var + 1e-8) and
 clipped to ±10. The learner owns them, as it owns the parameters: each actor normalises
-what its policy sees, and the trajectory it hands in, with the statistics published
-with the parameters it acts with, and reports the moments of the raw observations it
-acted on; after each round the learner merges every actor's moments in actor order. So
+what its policy sees, and the trajectory it hands in (a replay agent's keeps raw
+observations: its learner normalises each sampled batch, `replay_learner.py`), with the
+statistics published with the parameters it acts with, and reports the moments of the
+raw observations it acted on; after each round the learner merges every actor's moments
+in actor order. So
 a slot's statistics are those of every observation acted on before it, whatever the
 timing, and a checkpoint holds them with the learner state they belong to.
 """

@@ -11,6 +11,11 @@ Each round the learner runs one jitted step, built from the JAX pipeline's repla
             written back, once `replay.learning_starts` env steps were taken
     carry:  the window's last n - 1 steps, for the next round
 
+Under env.normalize_obs the replay holds raw observations, as the JAX pipeline's does:
+each sampled batch is normalised with the statistics the learner holds when it is drawn
+(`ticks.learn_seen` with the JAX wrapper's `observe`), those of every observation the
+actors acted on, this round's included.
+
 So every env step is stored exactly once, as the start of one n-step transition, windows
 crossing rounds as they cross ticks in the JAX pipeline. The JAX pipeline prefills its
 first window before the first tick; a host run has no prefill, so its first round stores
@@ -33,8 +38,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_async.envs.wrappers import NormalizeObservation
+from jaxrl_async.host.obs_norm import CLIP, EPS, ObsStats
+from jaxrl_async.pipeline.ticks import learn_seen
 from jaxrl_async.replay.stage import make_replay_stage
 from jaxrl_async.types import Agent, Transition
+
+# What the agent sees of a sampled raw observation under host statistics (an ObsStats
+# of float32 arrays): the JAX envs' normalisation, its constants the host's.
+observe = NormalizeObservation(None, clip=CLIP, eps=EPS).observe  # type: ignore[arg-type]
 
 
 class ReplayCarry(NamedTuple):
@@ -64,6 +76,10 @@ def step_example(spec, num_envs: int) -> Transition:
         extras={},
         version=zeros((), np.int32),
     )
+
+
+def _float32(x):
+    return np.asarray(x, np.float32)
 
 
 def _concat(a, b):
@@ -114,25 +130,39 @@ class ReplayLearner:
         kept = traj._replace(extras={}, memory=None)
         return jax.tree.map(lambda x, like: np.asarray(x, like.dtype), kept, self.example)
 
-    def _round(self, learner, replay, window, traj, env_steps, key):
+    def _round(self, learner, replay, window, traj, env_steps, key, obs_stats):
         window = _concat(window, traj)
         steps = window.reward.shape[0]
         if steps >= self.n:  # static: false only in the first rounds when T < n
             replay = self.stage.store(replay, window)
         else:  # nothing stored yet: wait (the stage learns from env_steps >= learning_starts)
             env_steps = jnp.minimum(env_steps, self.learning_starts - 1)
+        agent_learn = self._agent_learn
+        if obs_stats is not None:  # static: env.normalize_obs
+            agent_learn = learn_seen(agent_learn, observe, obs_stats)
         learner, replay, metrics, learned = self.stage.learn(
-            self._agent_learn, learner, replay, env_steps, key
+            agent_learn, learner, replay, env_steps, key
         )
         keep = min(self.n - 1, steps)
         carried = jax.tree.map(lambda x: x[steps - keep :], window) if keep else None
         return learner, ReplayCarry(replay, carried), metrics, learned
 
-    def learn(self, learner, carry: ReplayCarry, traj: Transition, r: int, key):
-        """(learner, carry, metrics, learned: bool) after round r's trajectory [T, B]."""
+    def learn(
+        self,
+        learner,
+        carry: ReplayCarry,
+        traj: Transition,
+        r: int,
+        key,
+        obs_stats: ObsStats | None = None,
+    ):
+        """(learner, carry, metrics, learned: bool) after round r's trajectory [T, B] (of
+        raw observations); `obs_stats`: the statistics each sampled batch is normalised
+        with (None: observations not normalised)."""
         env_steps = jnp.int32((r + 1) * self.batch)
+        stats = None if obs_stats is None else jax.tree.map(_float32, obs_stats)
         learner, carry, metrics, learned = self._step(
-            learner, carry.replay, carry.window, self.as_window(traj), env_steps, key
+            learner, carry.replay, carry.window, self.as_window(traj), env_steps, key, stats
         )
         metrics = {**metrics, "learning": learned.astype(jnp.float32)}
         return learner, carry, metrics, bool(learned)

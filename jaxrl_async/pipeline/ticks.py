@@ -143,21 +143,30 @@ class ReplayInputs(NamedTuple):
     key: Leaf  # this tick's key for the learner
 
 
+def learn_seen(agent_learn: LearnFn, observe: Callable, obs_stats: Any) -> LearnFn:
+    """`agent_learn` on sampled batches of raw observations: each batch's `obs` and
+    `next_obs` turned into what the agent sees by `observe(obs_stats, obs)` first (the
+    statistics current when it is drawn). The host executor's replay learner uses it too."""
+
+    def learn(learner, sample: Sample, key: jax.Array) -> LearnOutput:
+        items = sample.items._replace(
+            obs=observe(obs_stats, sample.items.obs),
+            next_obs=observe(obs_stats, sample.items.next_obs),
+        )
+        return agent_learn(learner, sample._replace(items=items), key)
+
+    return learn
+
+
 def make_replay_learn(stage, agent_learn: LearnFn, observe: Callable) -> Callable:
     """learn(learner, updates, replay, window, given: ReplayInputs) -> (learner, updates,
     replay, metrics): store the window's steps, then learn from the replay (replay/stage.py).
 
     The replay holds raw observations; `observe(obs_stats, obs)` turns each sampled
-    batch into what the agent sees, under the env's current observation statistics."""
+    batch into what the agent sees, under the env's current observation statistics
+    (`learn_seen`)."""
 
     def learn(learner, updates, replay, window, given: ReplayInputs):
-        def learn_seen(learner, sample: Sample, key: jax.Array) -> LearnOutput:
-            items = sample.items._replace(
-                obs=observe(given.obs_stats, sample.items.obs),
-                next_obs=observe(given.obs_stats, sample.items.next_obs),
-            )
-            return agent_learn(learner, sample._replace(items=items), key)
-
         # The replay keeps its leading device axis (of 1 here) from the state in to the
         # state out: the store is vmapped over it and the update drops it only where it
         # reads the buffer. Squeezed here and re-stacked on the way out, the stored
@@ -166,7 +175,12 @@ def make_replay_learn(stage, agent_learn: LearnFn, observe: Callable) -> Callabl
         # times a tick (SAC, 1e5 slots: 2.3x slower).
         replay = jax.vmap(stage.store, in_axes=(0, None))(replay, window)
         learner, replay, metrics, learned = stage.learn(
-            learn_seen, learner, replay, given.env_steps, given.key, stacked=True
+            learn_seen(agent_learn, observe, given.obs_stats),
+            learner,
+            replay,
+            given.env_steps,
+            given.key,
+            stacked=True,
         )
         metrics = {
             **metrics,

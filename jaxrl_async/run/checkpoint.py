@@ -11,8 +11,9 @@ not the array bytes, hence the checksums.
 
 `restore` puts the arrays back into the structure, dtypes and shardings of a
 template (a freshly built state, or its abstract `ShapeDtypeStruct`s with
-shardings) and raises CheckpointError, one line, when the checkpoint is missing,
-unreadable, corrupt or shaped for another config.
+shardings; a numpy leaf comes back as numpy, its dtype kept) and raises
+CheckpointError, one line, when the checkpoint is missing, unreadable, corrupt or
+shaped for another config.
 """
 
 from __future__ import annotations
@@ -326,6 +327,10 @@ def _place(value: np.ndarray, like, info: dict):
     """The restored host array as the template leaf is: scalar, key array, sharded array."""
     if isinstance(like, (bool, int, float)):
         return type(like)(value)
+    if isinstance(like, (np.ndarray, np.generic)):
+        # Host data stays on the host, in its own dtype: a device array would make a host
+        # run's float64 observation statistics float32 (JAX without x64).
+        return value
     sharding = getattr(like, "sharding", None)
     # Host data first: it may go to a sharding over several processes' devices.
     placed: jax.Array = (

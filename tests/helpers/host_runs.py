@@ -1,5 +1,6 @@
 """Host-executor runs as the tests drive them: in a thread that must end in bounded time,
-with another actor-thread count, and the learning tests' seeds on Gymnasium's CartPole."""
+with another actor-thread count, the learning tests' seeds on Gymnasium's CartPole, and
+the tiny DQN on the corridor with corridor-shaped trajectories (the off-policy tests)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import numpy as np
 
 from jaxrl_async.config.loader import load_config
+from jaxrl_async.types import Transition
 
 BOUND = 30.0  # seconds any executor run may take before it counts as a hang
 
@@ -63,3 +65,44 @@ def cartpole_final_returns(name: str, overrides: list[str], seconds: float) -> n
         )
         returns.append(bounded(lambda config=config: train_host(config), seconds)["final_return"])
     return np.asarray(returns)
+
+
+def dqn_config(*overrides: str, rounds: int = 10):
+    """DQN with 3-step prioritized replay: 4 envs x 4 steps a round over 2 actor threads,
+    learning from round 1 on, two updates a round."""
+    return load_config(
+        "dqn_cartpole",
+        [
+            f"env.name={CORRIDOR}",
+            "env.num_envs=4",
+            "pipeline.rollout_len=4",
+            "pipeline.actor_threads=2",
+            "agent.hidden_sizes=[8]",
+            "agent.n_step=3",
+            "agent.updates_per_tick=2",
+            "agent.epsilon_decay_steps=100",
+            "replay.kind=prioritized",
+            "replay.capacity=512",
+            "replay.batch_size=8",
+            "replay.learning_starts=32",
+            "train.log_every=32",
+            "train.progress=false",
+            f"train.total_steps={16 * rounds}",
+            *overrides,
+        ],
+    )
+
+
+def random_trajectory(rng, T: int, B: int, extras: bool = True) -> Transition:
+    """A corridor-shaped trajectory [T, B] with random rewards and episode ends."""
+    obs = rng.normal(size=(T, B, 2)).astype(np.float32)
+    return Transition(
+        obs=obs,
+        action=rng.integers(0, 2, (T, B)).astype(np.int32),
+        reward=rng.normal(size=(T, B)).astype(np.float32),
+        terminated=rng.random((T, B)) < 0.2,
+        truncated=rng.random((T, B)) < 0.1,
+        next_obs=obs + 1.0,
+        extras={"epsilon": np.ones((T, B), np.float32)} if extras else {},
+        version=np.zeros((T, B), np.int32),
+    )
