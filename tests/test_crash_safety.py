@@ -241,3 +241,26 @@ def test_a_sweep_whose_save_fails_resumes_from_the_hint(tmp_path, monkeypatch):
     )
     assert code == 0, err
     assert len(json.loads((sweep_dir / "sweep.json").read_text())["points"]) == 2
+
+
+def test_a_save_failing_behind_a_failed_log_write_still_names_the_run_to_resume(
+    tmp_path, monkeypatch
+):
+    """The disk fills while the save at 2,048 is written in the background and the third
+    record is written: the save's failure, raised as the run ends, is the line, and it
+    names the intact checkpoint at 1,024 and the resume that continues from it."""
+    run_dir = tmp_path / "run"
+    args = [*PPO_SMALL, "train.total_steps=3072", "checkpoint.every=1024", "checkpoint.keep=1"]
+    with monkeypatch.context() as patches:
+        fail_saves_after(patches, 1024, "disk_full")
+        fill_disk_at(patches, "metrics.jsonl", writes=2)
+        code, err = run_cli_in_process("train", *args, "--run-dir", str(run_dir), cwd=tmp_path)
+    assert code == 1
+    [line] = err.splitlines()
+    assert f"({run_dir}/checkpoints/1024 is intact)" in line
+    assert line.endswith(f"; resume with: jaxrl-async resume {run_dir}")
+    code, err = run_cli_in_process(
+        *line.split("resume with: jaxrl-async ")[1].split(), cwd=tmp_path
+    )
+    assert code == 0, err
+    assert [r["env_steps"] for r in records(run_dir)] == [1024, 2048, 3072]

@@ -17,7 +17,7 @@ from jaxrl_async.evaluation.results import NO_EVAL
 from jaxrl_async.host.executor import make_host_agent
 from jaxrl_async.training.host_run import train_host_run
 from tests.helpers import host_envs
-from tests.helpers.host_runs import CORRIDOR, SMALL
+from tests.helpers.host_runs import CORRIDOR, SMALL, dqn_config
 
 EVAL_KEYS = tuple(NO_EVAL)
 
@@ -141,3 +141,14 @@ def _records(result) -> list[dict]:
     metrics = result.metrics
     n = len(metrics["env_steps"])
     return [{k: v[i].item() for k, v in metrics.items()} for i in range(n)]
+
+
+def test_an_off_policy_runs_checkpoint_evaluates_without_its_replay(tmp_path):
+    """A DQN run's checkpoint holds its replay too: `eval` restores the learner alone, and
+    its numbers are the run's final periodic evaluation's."""
+    config = dqn_config("eval.every=64", "eval.episodes=2", rounds=8)
+    run = train_host_run(config, run_dir=tmp_path / "run")
+    final = _records(run)[-1]
+    result = evaluate_host_run(tmp_path / "run", config, None, None, None)
+    assert result["env_steps"] == config.train.total_steps and result["episodes"] == 2
+    assert result["return_mean"] == final["eval_return_mean"]

@@ -89,8 +89,10 @@ def test_an_unknown_mode_is_a_config_error(monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "sometimes")
     with pytest.raises(ConfigError, match=r"WANDB_MODE must be one of .*got 'sometimes'"):
         load_config("ppo_cartpole", ["logger.wandb=true"])
-    # A mode set in the config makes the variable irrelevant.
-    assert load_config("ppo_cartpole", [*OFFLINE, "logger.wandb_mode=offline"])
+    # W&B reads the variable even where the config sets the mode: refused all the same.
+    with pytest.raises(ConfigError, match=r"WANDB_MODE must be one of"):
+        load_config("ppo_cartpole", [*OFFLINE, "logger.wandb_mode=offline"])
+    assert load_config("ppo_cartpole", ["logger.wandb_mode=offline"])  # no W&B: no matter
 
 
 W_AND_B_VARIABLES = {

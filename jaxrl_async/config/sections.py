@@ -258,11 +258,12 @@ class LoggerConfig:
         )
         if self.wandb and not installed("wandb"):
             raise ConfigError("logger.wandb=true needs wandb: pip install 'jaxrl_async[wandb]'")
+        # W&B reads WANDB_MODE even where the config sets the mode, and fails on a value
+        # it does not take.
         env_mode = os.environ.get("WANDB_MODE", "")
-        if self.wandb and not self.wandb_mode and env_mode not in ("", *WANDB_ENV_MODES):
+        if self.wandb and env_mode not in ("", *WANDB_ENV_MODES):
             raise ConfigError(
-                f"WANDB_MODE must be one of {', '.join(WANDB_ENV_MODES)} "
-                f"(or logger.wandb_mode set), got {env_mode!r}"
+                f"WANDB_MODE must be one of {', '.join(WANDB_ENV_MODES)}, got {env_mode!r}"
             )
 
 

@@ -143,7 +143,8 @@ def evaluate_host(
         norm = initial_stats(env.spec.obs_shape) if config.env.normalize_obs else None
         like = saved_state(learner, 0, obs_stats=norm)
         step = ckpt.read_meta(rundir.checkpoint_dir(run_dir))[0]
-        state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=step)
+        # The learner (and statistics) alone: an off-policy run's replay is not needed.
+        state, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=step, part=True)
         if norm is not None:  # the run's statistics, frozen
             norm = from_saved(state["obs_stats"])
         returns, lengths = play_episodes(

@@ -341,12 +341,17 @@ def _place(value: np.ndarray, like, info: dict):
     return placed
 
 
-def restore(directory: str | Path, like, step: int | None = None) -> tuple[Any, dict]:
+def restore(
+    directory: str | Path, like, step: int | None = None, *, part: bool = False
+) -> tuple[Any, dict]:
     """(state, metadata) from the latest checkpoint in `directory` (or `step`).
 
     `like` is the template: a pytree of the state's structure whose leaves carry
     shape, dtype and (optionally) sharding, e.g. `jax.jit(init).lower(key).out_info`
-    or a freshly initialised state. Raises CheckpointError on any mismatch.
+    or a freshly initialised state. Raises CheckpointError on any mismatch. With
+    `part=True` the template is a part of the checkpoint (an evaluation restores the
+    learner without the run's replay): the checkpoint's other arrays are read (orbax reads
+    a checkpoint's whole tree) and dropped.
     """
     directory = Path(directory)
     step = _pick(directory, step)
@@ -356,14 +361,17 @@ def restore(directory: str | Path, like, step: int | None = None) -> tuple[Any, 
         record = _read_record(manager, directory, step)
         template = _leaves(like)
         expected = {name: _describe(leaf) for name, leaf in template}
-        problem = _mismatch(expected, record["leaves"])
+        saved = record["leaves"]
+        if part:
+            saved = {name: info for name, info in saved.items() if name in expected}
+        problem = _mismatch(expected, saved)
         if problem:
             raise CheckpointError(
                 f"checkpoint {where} does not fit this config's training state: {problem}"
             )
         stored = {
             name: jax.ShapeDtypeStruct(tuple(info["stored_shape"]), np.dtype(info["stored_dtype"]))
-            for name, info in record["leaves"].items()
+            for name, info in record["leaves"].items()  # orbax reads the whole tree
         }
         restore_args = jax.tree.map(
             lambda _: ocp.RestoreArgs(restore_type=np.ndarray), _nest(stored)

@@ -207,9 +207,16 @@ def write_summary(run_dir: Path, summary: dict) -> None:
 @contextlib.contextmanager
 def naming_intact(run_dir: Path | None):
     """A RunFileError raised inside names the newest intact checkpoint of `run_dir`, whose
-    resume (`run_dir` set on the error) continues the run; without one it says so."""
+    resume (`run_dir` set on the error) continues the run; without one it says so. A
+    CheckpointWriteError names the run where its own line names an intact checkpoint."""
     try:
         yield
+    except ckpt.CheckpointWriteError as e:
+        # A save still being written that fails while the run ends (its `close`) replaces
+        # what was raised: it names its intact checkpoint, and the run resumes from it.
+        if run_dir is not None and e.run_dir is None and e.latest is not None:
+            e.run_dir = Path(run_dir)
+        raise
     except RunFileError as e:
         if run_dir is not None and e.intact is None:
             directory = checkpoint_dir(run_dir)

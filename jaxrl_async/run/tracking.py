@@ -98,7 +98,7 @@ class WandbRun:
                 # Several W&B runs at once (a sweep's points); the console is the run's own.
                 settings=wandb.Settings(reinit="create_new", console="off"),
             )
-        except wandb.errors.Error as e:
+        except (wandb.errors.Error, ValueError) as e:  # ValueError: a setting W&B refuses
             lines = str(e).strip().splitlines()
             raise UserError(f"W&B: {lines[0] if lines else type(e).__name__}") from None
         self._run.define_metric("env_steps")

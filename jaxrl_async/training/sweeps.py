@@ -250,7 +250,8 @@ def _run(groups: list[Group], seeds: int, session: _Session) -> SweepResult:
             summary = point_summary(
                 overrides, recs, group_summary, seeds, len(group.points) * seeds
             )
-            if point_dir is not None and not done:
+            # A point whose summary.json an earlier session could not write gets it now.
+            if point_dir is not None and (not done or not (point_dir / "summary.json").is_file()):
                 with _failing_as_sweep(session), rundir.naming_intact(group_dir):
                     rundir.write_summary(point_dir, summary)
                 tracking.finish(point_dir, summary)
