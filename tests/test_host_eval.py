@@ -152,3 +152,22 @@ def test_an_off_policy_runs_checkpoint_evaluates_without_its_replay(tmp_path):
     result = evaluate_host_run(tmp_path / "run", config, None, None, None)
     assert result["env_steps"] == config.train.total_steps and result["episodes"] == 2
     assert result["return_mean"] == final["eval_return_mean"]
+
+
+def test_an_evaluation_env_that_raises_ends_the_run_in_one_resumable_line(tmp_path, monkeypatch):
+    """An evaluation env failing mid-run is a RunFailure naming the env, as an actor's env
+    failing is: the checkpoints before it stay, and the run resumes from the latest."""
+    from jaxrl_async.errors import RunFailure
+    from jaxrl_async.evaluation import host as evaluation_host
+
+    def broken(self, params, obs_stats):
+        raise RuntimeError("the simulator went away\nmore detail")
+
+    monkeypatch.setattr(evaluation_host.HostEvaluation, "__call__", broken)
+    config = corridor("eval.every=64", "checkpoint.every=32")
+    with pytest.raises(RunFailure) as failed:
+        train_host_run(config, run_dir=tmp_path / "run")
+    assert str(failed.value) == (
+        f"evaluation env {config.env.name} raised RuntimeError: the simulator went away"
+    )
+    assert failed.value.run_dir == tmp_path / "run"  # the CLI's resume hint

@@ -73,6 +73,26 @@ def test_a_reopened_run_directory_continues_its_wandb_run(tmp_path, offline):
     assert [h["env_steps"] for h in first["history"] + second["history"]] == [100, 200]
 
 
+def test_a_resumed_run_continues_where_its_wandb_run_went(tmp_path, offline, monkeypatch):
+    """The first session goes to WANDB_PROJECT's project; a resume in a shell without the
+    variable continues there (the id is unique within a project), and a config key set
+    on the resume still moves it."""
+    config, run_dir = _run_dir(tmp_path)
+    monkeypatch.setenv("WANDB_PROJECT", "first-project")
+    tracking.WandbRun(config.logger, run_dir, group="g")({"env_steps": 100, "loss": 1.0})
+    tracking.finish(run_dir, {"env_steps": 100})
+    assert json.loads((run_dir / tracking.ID_FILE).read_text())["project"] == "first-project"
+    monkeypatch.delenv("WANDB_PROJECT")
+    tracking.WandbRun(config.logger, run_dir, group="g")({"env_steps": 200, "loss": 1.0})
+    tracking.finish(run_dir, {"env_steps": 200})
+    moved = load_config("ppo_cartpole", [*OFFLINE, "logger.wandb_project=moved"]).logger
+    tracking.WandbRun(moved, run_dir, group="g")({"env_steps": 300, "loss": 1.0})
+    tracking.finish(run_dir, {"env_steps": 300})
+    runs = [read_run(p) for p in offline_runs(offline)]
+    assert [r["project"] for r in runs] == ["first-project", "first-project", "moved"]
+    assert len({r["id"] for r in runs}) == 1
+
+
 def test_missing_wandb_is_one_line_and_exit_2(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed
     code, err = run_cli_in_process(

@@ -6,8 +6,9 @@ resolved config (RUN_DIR/config.yaml) and hands it every record, which W&B plots
 `env_steps`. `finish(run_dir, summary)`, called where summary.json is written, uploads the
 summary and ends the W&B run; a session that fails ends it at exit, marked failed.
 
-The W&B run id is kept in RUN_DIR/wandb.json, so a resumed run continues the same W&B
-run (the records between its last checkpoint and the interruption are logged again).
+The W&B run id, project and entity are kept in RUN_DIR/wandb.json, so a resumed run
+continues the same W&B run (the records between its last checkpoint and the interruption
+are logged again), whatever W&B's variables say then.
 
 W&B users set its environment variables (WANDB_MODE=offline above all), so a `logger.*`
 key left empty leaves its setting to W&B's variable, and a key set in the config wins over
@@ -41,15 +42,18 @@ DEFAULT_MODE = "online"
 _OPEN: dict[Path, WandbRun] = {}
 
 
-def _run_id(run_dir: Path) -> str:
-    """The run's W&B id: the one in RUN_DIR/wandb.json, or a new one written there."""
-    path = run_dir / ID_FILE
+def _saved(run_dir: Path) -> dict:
+    """RUN_DIR/wandb.json: the W&B run's id and where it went (project, entity), or {}."""
     try:
-        return str(json.loads(path.read_text())["id"])
-    except (OSError, ValueError, KeyError, TypeError):
-        run_id = secrets.token_hex(6)  # W&B ids: letters, digits, - and _
-        path.write_text(json.dumps({"id": run_id}) + "\n")
-        return run_id
+        saved = json.loads((run_dir / ID_FILE).read_text())
+        return saved if isinstance(saved, dict) and "id" in saved else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save(run_dir: Path, run_id: str, project: str | None, entity: str | None) -> None:
+    saved = {"id": run_id, "project": project or None, "entity": entity or None}
+    (run_dir / ID_FILE).write_text(json.dumps(saved) + "\n")
 
 
 def _tags(value: str) -> list[str]:
@@ -87,10 +91,18 @@ class WandbRun:
             config = yaml.safe_load((run_dir / "config.yaml").read_text())
         except OSError:
             config = None
+        # A resumed run continues its W&B run where it went (the id is unique within the
+        # project), whatever W&B's variables say now; only a config key moves it.
+        saved = _saved(run_dir)
+        args = wandb_init_args(logger, group)
+        for key in ("project", "entity"):
+            if not getattr(logger, f"wandb_{key}") and saved.get(key):
+                args[key] = saved[key]
+        run_id = str(saved.get("id") or secrets.token_hex(6))  # letters, digits, - and _
         try:
             self._run = wandb.init(
-                **wandb_init_args(logger, group),
-                id=_run_id(run_dir),
+                **args,
+                id=run_id,
                 resume="allow",
                 name=run_dir.name,
                 config=config,
@@ -101,6 +113,7 @@ class WandbRun:
         except (wandb.errors.Error, ValueError) as e:  # ValueError: a setting W&B refuses
             lines = str(e).strip().splitlines()
             raise UserError(f"W&B: {lines[0] if lines else type(e).__name__}") from None
+        _save(run_dir, run_id, self._run.project, self._run.entity)
         self._run.define_metric("env_steps")
         self._run.define_metric("*", step_metric="env_steps")
         _OPEN[run_dir.resolve()] = self

@@ -39,7 +39,13 @@ import jax
 import numpy as np
 
 from jaxrl_async.config.loader import Config
-from jaxrl_async.errors import RunFailure, TrainingDiverged, TrainingInterrupted, UserError
+from jaxrl_async.errors import (
+    RunFailure,
+    TrainingDiverged,
+    TrainingInterrupted,
+    UserError,
+    first_line,
+)
 from jaxrl_async.evaluation.host import HostEvaluation
 from jaxrl_async.evaluation.results import NO_EVAL
 from jaxrl_async.host.executor import (
@@ -138,7 +144,12 @@ class Boundaries:
         observation statistics published with them); the time is left out of SPS."""
         assert self.evaluation is not None
         started = time.perf_counter()
-        self.evaluated = self.evaluation(progress.state.params, progress.obs_stats)
+        try:
+            self.evaluated = self.evaluation(progress.state.params, progress.obs_stats)
+        except Exception as e:  # noqa: BLE001  (an env may raise anything; one line, resumable)
+            raise RunFailure(
+                f"evaluation env {self.config.env.name} raised {type(e).__name__}: {first_line(e)}"
+            ) from None
         self.log.exclude(time.perf_counter() - started)
 
     def flush(self, rounds: int | None = None) -> None:

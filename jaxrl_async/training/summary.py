@@ -40,7 +40,8 @@ class RunSummary:
     env_steps: int  # all of the run's, this session's and earlier sessions'
     updates: int
     # This session's env steps (all seeds') per second of its training loop, evaluation
-    # and checkpoint saves left out.
+    # left out; a JAX run leaves the loop's blocking checkpoint saves out too, a host run
+    # counts them (its rounds and saves share the learner's thread).
     sps: float
     num_seeds: int
     resumed_from: int | None  # the checkpoint's env steps this session started from
