@@ -114,3 +114,7 @@ def test_host_config_decides_the_engine():
     assert host_config(config, None) is None and host_config(config, jax_env) is None
     assert host_config(config, "CartPole-v1").env.name == "gymnasium:CartPole-v1"
     assert host_config(config, "envpool:CartPole-v1").env.name == "envpool:CartPole-v1"
+    # A JAX env's name belongs in env.name, not env=: refused, not run as a Gymnasium id.
+    for name in ("gymnax:CartPole-v1", "brax:ant"):
+        with pytest.raises(ConfigError, match=f"env='{name}' names a JAX env"):
+            host_config(config, name)

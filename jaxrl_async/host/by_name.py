@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from jaxrl_async.config.loader import Config, with_overrides
 from jaxrl_async.config.sections import EnvConfig
 from jaxrl_async.envs import check_mask
+from jaxrl_async.envs.suites import SUITES
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv, autoreset_mode_of, factory_name
 
@@ -92,7 +93,13 @@ def host_config(config: Config, env: Any) -> Config | None:
     if env is None:
         return None
     if isinstance(env, str):
-        name = env if env.partition(":")[0] in MAKERS else f"gymnasium:{env}"
+        prefix = env.partition(":")[0]
+        if prefix in (*SUITES, "gymnax"):  # a JAX env's name: the config's, not env='s
+            raise ConfigError(
+                f"env={env!r} names a JAX env: set env.name={env} in the config "
+                "(env= takes a JAX env object, or a Gymnasium id or factory)"
+            )
+        name = env if prefix in MAKERS else f"gymnasium:{env}"
     elif isinstance(env, (gymnasium.Env, VectorEnv)):
         kind = type(env).__name__
         raise ConfigError(

@@ -278,7 +278,7 @@ def _train_group(group: Group, dirs, group_dir, seeds: int, session: _Session):
             shutil.rmtree(d, ignore_errors=True)
             if point_config is not None:
                 d.mkdir(parents=True)
-                (d / "config.yaml").write_text(point_config.to_yaml())
+                rundir.write_atomic(d / "config.yaml", point_config.to_yaml())
     numeric = [k for k in group.points[0] if k not in group.structural]
     runs = len(group.points) * seeds
     run_group = trainer.RunGroup(
