@@ -372,11 +372,17 @@ def run_executor(
             if k not in run_stop.stuck:  # a stuck thread cannot end: a daemon left behind
                 thread.join(JOIN_SECONDS)
     run_stop.raise_failure()
+    return _result(config, len(envs), progress, stats)
+
+
+def _result(config: Config, actor_threads: int, progress: Progress, stats: dict) -> dict:
+    """What a run of the executor returns: its settings, the learner loop's stats and the
+    final state (parameters, replay, observation statistics)."""
     return {
         "env": config.env.name,
         "agent": config.agent.name,
         "seed": config.train.seed,
-        "actor_threads": len(envs),
+        "actor_threads": actor_threads,
         "lag": config.pipeline.lag,
         **stats,
         "updates": progress.updates,

@@ -341,6 +341,26 @@ def _place(value: np.ndarray, like, info: dict):
     return placed
 
 
+def _read_arrays(manager, step: int, record: dict, where: Path) -> dict:
+    """Every array checkpoint `step` stores, as numpy, nested by name (orbax reads a
+    checkpoint's whole tree); a read that fails is a one-line CheckpointError."""
+    stored = {
+        name: jax.ShapeDtypeStruct(tuple(info["stored_shape"]), np.dtype(info["stored_dtype"]))
+        for name, info in record["leaves"].items()
+    }
+    restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), _nest(stored))
+    try:
+        with quiet_failed_reads():
+            return manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    state=ocp.args.PyTreeRestore(item=_nest(stored), restore_args=restore_args)
+                ),
+            )["state"]
+    except Exception as e:  # noqa: BLE001  (orbax and tensorstore raise many types)
+        raise CheckpointError(f"checkpoint {where} is unreadable: {_first_line(e)}") from None
+
+
 def restore(
     directory: str | Path, like, step: int | None = None, *, part: bool = False
 ) -> tuple[Any, dict]:
@@ -369,23 +389,7 @@ def restore(
             raise CheckpointError(
                 f"checkpoint {where} does not fit this config's training state: {problem}"
             )
-        stored = {
-            name: jax.ShapeDtypeStruct(tuple(info["stored_shape"]), np.dtype(info["stored_dtype"]))
-            for name, info in record["leaves"].items()  # orbax reads the whole tree
-        }
-        restore_args = jax.tree.map(
-            lambda _: ocp.RestoreArgs(restore_type=np.ndarray), _nest(stored)
-        )
-        try:
-            with quiet_failed_reads():
-                arrays = manager.restore(
-                    step,
-                    args=ocp.args.Composite(
-                        state=ocp.args.PyTreeRestore(item=_nest(stored), restore_args=restore_args)
-                    ),
-                )["state"]
-        except Exception as e:  # noqa: BLE001  (as above)
-            raise CheckpointError(f"checkpoint {where} is unreadable: {_first_line(e)}") from None
+        arrays = _read_arrays(manager, step, record, where)
     finally:
         manager.close()
 

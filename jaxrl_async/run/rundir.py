@@ -185,6 +185,11 @@ def write_records(run_dir: Path, records: list[dict]) -> None:
     write_atomic(Path(run_dir) / "metrics.jsonl", "".join(lines))
 
 
+def checkpointer(run_dir: Path | None, keep: int, write: bool = True):
+    """The run's Checkpointer of RUN_DIR/checkpoints (None without a run directory)."""
+    return None if run_dir is None else ckpt.Checkpointer(checkpoint_dir(run_dir), keep, write)
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` whole: a write that fails (RunFileError) leaves the old
     file, or none, and no temporary file behind."""

@@ -226,11 +226,7 @@ def train_host_run(
     configure_compile_cache(config.train.compile_cache)
     run_dir = None if run_dir is None else Path(run_dir)
     plan, envs, agent, start, evaluation = _open(config, run_dir, resume)
-    saver = (
-        None
-        if run_dir is None
-        else ckpt.Checkpointer(rundir.checkpoint_dir(run_dir), config.checkpoint.keep)
-    )
+    saver = rundir.checkpointer(run_dir, config.checkpoint.keep)
     log = RunLog(config, plan, run_dir, callbacks, True)
     boundaries = Boundaries(config, plan, log, saver, evaluation)
     stop = stop if stop is not None else threading.Event()
@@ -247,15 +243,7 @@ def train_host_run(
                     hooks=[boundaries],
                     warn=log.warn,
                 )
-            rounds = start.round + result["rounds"]
-            final = Progress(
-                result["state"],
-                result["updates"],
-                rounds,
-                [],
-                result["replay"],
-                result["obs_stats"],
-            )
+            final = _final_progress(start, result)
             boundaries.flush(final.rounds)
             boundaries.save(final, wait=True)
         except RunFailure as e:
@@ -274,6 +262,14 @@ def train_host_run(
             raise TrainingInterrupted(final.rounds * plan.batch, run_dir if saved else None)
         summary = summarize_host(config, plan, result, wall_start, boundaries)
         return _finish(log, result, summary, run_dir)
+
+
+def _final_progress(start: Start, result: dict) -> Progress:
+    """Where the executor's result leaves the run: its state after every round so far."""
+    rounds = start.round + result["rounds"]
+    return Progress(
+        result["state"], result["updates"], rounds, [], result["replay"], result["obs_stats"]
+    )
 
 
 def _open(config: Config, run_dir: Path | None, resume: bool):

@@ -265,22 +265,10 @@ def train(
     plan = plan_run(config, run_dir, resume)
     built = build(config, plan, env, env_params)
     check_run_fits(config, (built.pipeline, built.learner_pipeline), built.devices)  # unallocated
-    fresh_dir = run_dir if plan.point is None else None  # a new run's directory, if any
-    # Decided together: a process that raised alone would leave the others waiting.
-    if fresh_dir is not None and distributed.any_process(
-        main and fresh_dir.exists() and any(fresh_dir.iterdir())
-    ):
-        raise UserError(f"run directory {fresh_dir} exists and is not empty")
-    if fresh_dir is not None and main:
-        fresh_dir.mkdir(parents=True, exist_ok=True)
-        rundir.write_atomic(fresh_dir / "config.yaml", config.to_yaml())
+    if plan.point is None and run_dir is not None:  # a new run's directory
+        _open_run_dir(config, run_dir, main)
     run = Run(config, plan, built, start(config, plan, built, run_dir, group), run_dir)
-
-    saver = (
-        None
-        if run_dir is None
-        else ckpt.Checkpointer(rundir.checkpoint_dir(run_dir), config.checkpoint.keep, write=main)
-    )
+    saver = rundir.checkpointer(run_dir, config.checkpoint.keep, write=main)
     log = RunLog(config, plan, run_dir, callbacks, main, () if group is None else group.points)
     # metrics.jsonl or summary.json that cannot be written: one line, resumable.
     with rundir.naming_intact(run_dir if main else None):
@@ -294,6 +282,16 @@ def train(
         env_name = config.env.name if env is None else type(env).__name__
         summary = summarize(run, log, times, env_name, wall_start)
         return _finish(run, log, state, summary, main, group)
+
+
+def _open_run_dir(config: Config, run_dir: Path, main: bool) -> None:
+    """A new run's directory, with its config.yaml; one that holds files is refused, by
+    every process together (a process that raised alone would leave the others waiting)."""
+    if distributed.any_process(main and run_dir.exists() and any(run_dir.iterdir())):
+        raise UserError(f"run directory {run_dir} exists and is not empty")
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
 
 
 def _train_host(config: Config, run_dir, callbacks, resume: bool, group) -> TrainResult:
