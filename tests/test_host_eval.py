@@ -15,7 +15,7 @@ from jaxrl_async.config.loader import load_config
 from jaxrl_async.evaluation.host import Players, evaluate_host_run, make_eval_env, play_episodes
 from jaxrl_async.evaluation.results import NO_EVAL
 from jaxrl_async.host.executor import make_host_agent
-from jaxrl_async.training.host_run import train_host_run
+from jaxrl_async.training.trainer import train as train_host_run
 from tests.helpers import host_envs
 from tests.helpers.host_runs import CORRIDOR, SMALL, dqn_config
 

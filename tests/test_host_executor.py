@@ -284,7 +284,7 @@ def test_split_placement_on_one_device_refused_in_one_line():
 SPLIT_SCRIPT = """
 import json, jax, numpy as np
 from jaxrl_async.config.loader import load_config
-from jaxrl_async.training.host_run import train_host_run
+from jaxrl_async.training.trainer import train as train_host_run
 from tests.helpers import host_envs
 assert jax.device_count() == 2
 out = {}

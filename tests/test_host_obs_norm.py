@@ -28,7 +28,7 @@ from jaxrl_async.host.obs_norm import (
 from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.saved import saved_state
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.training.host_run import train_host_run
+from jaxrl_async.training.trainer import train as train_host_run
 from jaxrl_async.types import Transition
 from tests.helpers.host_runs import CORRIDOR, SMALL, bounded, dqn_config, random_trajectory
 

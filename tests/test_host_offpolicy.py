@@ -18,9 +18,11 @@ from jaxrl_async.errors import ConfigError
 from jaxrl_async.host import make_actor_envs, make_host_agent, train_host
 from jaxrl_async.host.actor import ActorPlan, make_policy
 from jaxrl_async.host.replay_learner import ReplayLearner
+from jaxrl_async.host.saved import saved_state
 from jaxrl_async.replay.stage import nstep_transitions
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.training import host_run
+from jaxrl_async.training import host_engine
+from jaxrl_async.training.trainer import train
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
 from tests.helpers.host_runs import (
     CORRIDOR,
@@ -153,37 +155,43 @@ def test_checkpoint_and_resume_continue_with_the_exact_replay(tmp_path, monkeypa
     under env.normalize_obs its observation statistics), and a resume starts its executor
     from exactly those."""
     extra = ["env.normalize_obs=true"] if normalised else []
-    calls: list[tuple] = []
-    run_executor = host_run.run_executor
+    calls: list[dict] = []
 
-    def recording(config, agent, envs, **kwargs):
-        # the start as host arrays: the run updates its replay in place (donated buffers)
-        start = jax.tree.map(np.asarray, kwargs["start"])
-        result = run_executor(config, agent, envs, **kwargs)
-        calls.append((start, result))
-        return result
+    class Recording(host_engine.Executor):
+        """The executor each run starts, recording its start and its last round's state
+        as host arrays (the run updates its replay in place: donated buffers)."""
 
-    monkeypatch.setattr(host_run, "run_executor", recording)
+        def __init__(self, config, agent, envs, start=None, **kwargs):
+            super().__init__(config, agent, envs, start, **kwargs)
+            calls.append({"start": jax.tree.map(np.asarray, start)})
+
+        def step(self, progress):
+            stepped = super().step(progress)
+            if stepped is not None:
+                calls[-1]["last"] = jax.tree.map(np.asarray, stepped[0])
+            return stepped
+
+    monkeypatch.setattr(host_engine, "Executor", Recording)
     run = tmp_path / "run"
     config = dqn_config("checkpoint.every=48", *extra, rounds=6)
-    host_run.train_host_run(config, run_dir=run)
-    _, first = calls[0]
-    stats = first["obs_stats"]
+    train(config, run_dir=run)
+    first = calls[0]["last"]
+    stats = first.obs_stats
     assert (stats is not None) == normalised
-    like = host_run.saved_state(first["state"], 0, first["replay"], stats)
+    like = saved_state(first.state, 0, first.replay, stats)
     restored, _ = ckpt.restore(run / "checkpoints", like)
     assert ckpt.steps(run / "checkpoints")[-1] == 96
-    saved = host_run.saved_state(first["state"], first["updates"], first["replay"], stats)
+    saved = saved_state(first.state, first.updates, first.replay, stats)
     leaves_equal(restored, saved)
 
-    host_run.train_host_run(dqn_config("checkpoint.every=48", *extra), run_dir=run, resume=True)
-    start, second = calls[1]
-    assert (start.round, start.updates) == (6, first["updates"])
-    leaves_equal((start.state, start.replay), (first["state"], first["replay"]))
+    train(dqn_config("checkpoint.every=48", *extra), run_dir=run, resume=True)
+    start, second = calls[1]["start"], calls[1]["last"]
+    assert (start.round, start.updates) == (6, first.updates)
+    leaves_equal((start.state, start.replay), (first.state, first.replay))
     leaves_equal(start.obs_stats, stats)
-    assert int(second["replay"].replay.ring.size) == 160 - 2 * 4  # the window carried over
+    assert int(second.replay.replay.ring.size) == 160 - 2 * 4  # the window carried over
     if normalised:  # every step acted on, the first run's and the resumed one's
-        assert second["obs_stats"].n == pytest.approx(160 + 1e-4)
+        assert second.obs_stats.n == pytest.approx(160 + 1e-4)
 
 
 def test_recurrent_still_refused_and_max_staleness_refused_off_policy():

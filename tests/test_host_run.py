@@ -22,7 +22,7 @@ import pytest
 
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.training.host_run import train_host_run
+from jaxrl_async.training.trainer import train as train_host_run
 from tests.helpers import host_envs
 from tests.helpers.cli import ROOT, run_cli_in_process, subprocess_env
 from tests.helpers.host_runs import CORRIDOR, SMALL

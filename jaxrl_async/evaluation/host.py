@@ -9,7 +9,7 @@ as the actor's does in training. Under env.normalize_obs the policy sees observa
 normalised by the run's statistics (the checkpoint's, or the learner's now), frozen.
 
 `evaluate_host` evaluates the checkpoint (`jaxrl-async eval`), `HostEvaluation` the
-learner's current parameters between a run's rounds (eval.every, `training/host_run.py`);
+learner's current parameters between a run's rounds (eval.every, `training/host_engine.py`);
 both play `play_episodes`, with the same seeds and keys, so a periodic evaluation at S env
 steps gives the numbers `jaxrl-async eval` gives for a checkpoint at S. Every evaluation
 resets its envs from the same seeds: two evaluations differ by their parameters only.

@@ -57,6 +57,7 @@ from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.round_times import RoundTimes
 from jaxrl_async.host.stall import Doing, StallWatch
 from jaxrl_async.host.stopping import RunStop, get
+from jaxrl_async.run.divergence import param_abs_max
 from jaxrl_async.types import Agent, BuildContext, LearnFn
 
 JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
@@ -240,47 +241,98 @@ def start_actors(
     return threads, queues, doing
 
 
-def learner_loop(
-    learner: Learner,
-    progress: Progress,
-    queues: Sequence[queue.Queue],
-    exchange: Exchange,
-    hooks: Sequence[Callable[[Progress, dict], None]],
-    watch: StallWatch | None = None,
-) -> tuple[Progress, dict]:
-    """Consume rounds until `learner.rounds`, publishing slot r + 1 after round r and
-    handing each round's record to every hook(progress, record); (progress, loop stats).
-    Ends early, with what it has, once the stop is set (by `watch` too: a stall)."""
-    store, stop = exchange
-    lags: list[float] = []
-    times, batch, first = RoundTimes(), 0, progress.rounds
-    for r in range(first, learner.rounds):
-        waited = time.perf_counter()
-        parts = next_round(queues, stop, watch)
+class Executor:
+    """A host run's actors, started, and the learner's step over their rounds.
+
+    `Executor(config, agent, envs, start)` starts one actor thread per env from
+    `start.round` (envs reset fresh) with `start`'s parameters published; each `step`
+    consumes the next round of every actor, learns from it and publishes slot r + 1.
+    `close` stops the threads and re-raises an actor's failure as its ActorError. The
+    run loop (`training/host_engine.py`) and `run_executor` drive the same steps."""
+
+    def __init__(
+        self,
+        config: Config,
+        agent: Agent,
+        envs: Sequence[GymnasiumVecEnv],
+        start: Start | None = None,
+        *,
+        stop: threading.Event | None = None,
+        warn: Callable[[str], None] | None = None,
+    ):
+        key = jax.random.key(config.train.seed, impl=config.prng_impl)
+        self.learner = make_learner(config, agent, envs[0].spec, key)
+        self.start = _ready(start, config, agent, envs[0].spec, self.learner, key)
+        self.stop = RunStop(stop)
+        self._abs_max = jax.jit(param_abs_max)
+        store = ParamStore(config.pipeline.lag, self.start.round)
+        store.publish(
+            self.start.round, self.start.state.params, self.start.updates, self.start.obs_stats
+        )
+        self.exchange = Exchange(store, self.stop)
+        self.threads, self.queues, doing = start_actors(
+            agent, envs, config, self.exchange, self.start.round
+        )
+        names = [env.name for env in envs]
+        self.watch = StallWatch(
+            config.env.stall_seconds, names, doing, self.stop, warn or _on_stderr
+        )
+        self.times, self.batch = RoundTimes(), 0
+        self.lags: list[float] = []
+        self._closed = False
+
+    def progress(self) -> Progress:
+        """Where the run starts: the start's state, updates, round, replay and statistics."""
+        s = self.start
+        return Progress(s.state, s.updates, s.round, [], s.replay, s.obs_stats)
+
+    def step(self, progress: Progress) -> tuple[Progress, dict] | None:
+        """(progress, record) after the learner's update on round `progress.rounds`
+        (the record: the round's tags, episodes, times and the update's metrics); None
+        once the run stops before the round is whole (a stop asked, a failure, a stall)."""
+        r, waited = progress.rounds, time.perf_counter()
+        parts = next_round(self.queues, self.stop, self.watch)
         if parts is None:
-            break
+            return None
         learning = time.perf_counter()
-        batch = sum(p.traj.reward.size for p in parts)
-        record = round_record(parts, r, batch)
-        progress, metrics = learn_round(learner, progress, parts, r)
-        store.publish(r + 1, progress.state.params, progress.updates, progress.obs_stats)
+        self.batch = sum(p.traj.reward.size for p in parts)
+        record = round_record(parts, r, self.batch)
+        progress, metrics = learn_round(self.learner, progress, parts, r)
+        self.exchange.store.publish(
+            r + 1, progress.state.params, progress.updates, progress.obs_stats
+        )
         jax.block_until_ready(progress.state)
-        if r > first:  # the first round, its compiles included, is compile_seconds
-            times.add(learning - waited, time.perf_counter() - learning, record)
-        lags.append(metrics["policy_lag"])
-        if r == first:
-            times.first_done = time.perf_counter()
+        if self.lags:  # the first round, its compiles included, is compile_seconds
+            self.times.add(learning - waited, time.perf_counter() - learning, record)
+        else:
+            self.times.first_done = time.perf_counter()
+        self.lags.append(metrics["policy_lag"])
         record = {**record, **metrics, "updates": progress.updates}
-        for hook in hooks:
-            hook(progress, record)
-    stats = {
-        "rounds": len(lags),
-        "env_steps": progress.rounds * batch,
-        **times.stats(len(lags), batch),
-        "policy_lag": float(np.mean(lags)) if lags else math.nan,
-        "policy_lag_max": float(np.max(lags)) if lags else math.nan,
-    }
-    return progress, stats
+        record["param_abs_max"] = float(self._abs_max(progress.state.params))
+        return progress, record
+
+    def stats(self) -> dict:
+        """The rounds stepped so far: their count, times and measured policy lag."""
+        lags = self.lags
+        return {
+            "rounds": len(lags),
+            **self.times.stats(len(lags), self.batch),
+            "policy_lag": float(np.mean(lags)) if lags else math.nan,
+            "policy_lag_max": float(np.max(lags)) if lags else math.nan,
+        }
+
+    def close(self) -> None:
+        """Stop every actor (a stuck one is a daemon left behind), then raise the first
+        actor failure, if any, as its one-line ActorError (once: closing again does
+        nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop.set()
+        for k, thread in enumerate(self.threads):
+            if k not in self.stop.stuck:
+                thread.join(JOIN_SECONDS)
+        self.stop.raise_failure()
 
 
 def final_return(episode_returns: list, window: int) -> float | None:
@@ -336,42 +388,31 @@ def run_executor(
     start: Start | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> dict:
-    """Train `agent` on `envs` (one per actor thread, `make_actor_envs`), which it closes.
+    """Train `agent` on `envs` (one per actor thread, `make_actor_envs`) in memory, every
+    round the Executor's step, with nothing written (a run with logs and checkpoints goes
+    through `jaxrl_async.train`).
 
-    After each update every hook(progress, record) runs in the learner's thread, in
-    order (the run's logs and checkpoints, `run.py`; a callback of records through
-    `record_hook`). Setting `stop` ends the run early with the result so far; an actor's
-    failure raises an ActorError of one line, an actor that hands in no round for
-    env.stall_seconds an ActorStalled (its thread, stuck, left behind). `start` continues
-    a run (restored state, its updates and rounds; the envs restart from fresh seeded
-    resets); by default a fresh one. `warn(line)` shows a warning (a stall at half its
-    time; default: on stderr).
+    After each update every hook(progress, record) runs in the learner's thread, in order
+    (a callback of records through `record_hook`). Setting `stop` ends the run early with
+    the result so far; an actor's failure raises an ActorError of one line, an actor that
+    hands in no round for env.stall_seconds an ActorStalled (its thread, stuck, left
+    behind). `start` continues a run (restored state, its updates and rounds; the envs
+    restart from fresh seeded resets); by default a fresh one. `warn(line)` shows a
+    warning (a stall at half its time; default: on stderr).
     """
-    key = jax.random.key(config.train.seed, impl=config.prng_impl)
-    learner = make_learner(config, agent, envs[0].spec, key)
-    start = _ready(start, config, agent, envs[0].spec, learner, key)
-    run_stop = RunStop(stop)
-    store = ParamStore(config.pipeline.lag, start.round)
-    store.publish(start.round, start.state.params, start.updates, start.obs_stats)
-    exchange = Exchange(store, run_stop)
-    threads, queues, doing = start_actors(agent, envs, config, exchange, start.round)
-    names = [env.name for env in envs]
-    watch = StallWatch(config.env.stall_seconds, names, doing, run_stop, warn or _on_stderr)
+    executor = Executor(config, agent, envs, start, stop=stop, warn=warn)
+    progress = executor.progress()
     try:
-        progress, stats = learner_loop(
-            learner,
-            Progress(start.state, start.updates, start.round, [], start.replay, start.obs_stats),
-            queues,
-            exchange,
-            hooks,
-            watch,
-        )
+        while progress.rounds < executor.learner.rounds:
+            stepped = executor.step(progress)
+            if stepped is None:
+                break
+            progress, record = stepped
+            for hook in hooks:
+                hook(progress, record)
     finally:
-        run_stop.set()
-        for k, thread in enumerate(threads):
-            if k not in run_stop.stuck:  # a stuck thread cannot end: a daemon left behind
-                thread.join(JOIN_SECONDS)
-    run_stop.raise_failure()
+        executor.close()
+    stats = {**executor.stats(), "env_steps": progress.rounds * executor.batch}
     return _result(config, len(envs), progress, stats)
 
 
@@ -406,7 +447,8 @@ def train_host(
 
     The result: env steps, updates, SPS, the final return (the mean raw return of the
     last env.num_envs episodes), the measured policy lag and the final parameters. The
-    CLI's runs, with logs and checkpoints, go through `trainer.train` (`training/host_run.py`)."""
+    CLI's runs, with logs and checkpoints, go through `trainer.train`
+    (`training/host_engine.py`)."""
     envs = make_actor_envs(config)
     try:
         agent = make_host_agent(config, envs[0].spec)

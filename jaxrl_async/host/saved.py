@@ -1,5 +1,5 @@
 """The pytree a host run's checkpoint holds, for the run that saves and resumes it
-(`training/host_run.py`) and the evaluation that restores its learner
+(`training/host_engine.py`) and the evaluation that restores its learner
 (`evaluation/host.py`)."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def host_plan(config: Config, platform: str | None) -> dict:
     listed, and with `platform` the learner's init exported (its update takes the
     executor's trajectories, so it is not)."""
     from jaxrl_async.host.executor import make_host_agent
-    from jaxrl_async.training.host_run import plan_host
+    from jaxrl_async.training.plan import plan_host
 
     plan = plan_host(config, None, False)
     spec = _spec(config)

@@ -1,4 +1,7 @@
-"""The loop around a run's engine: `trainer.py` trains and resumes a JAX env's run through
-the XLA pipeline (`loop.py`: its host calls), `host_run.py` a host env's through the
-actor-learner executor; both plan with `plan.py`, log with `log.py` and keep their run
-directory with `run/`. `sweeps.py` trains a grid's points as seeds of one program."""
+"""The run loop, written once, over the engine a config picks: `trainer.py` trains and
+resumes a run, `engine.py` names what an engine gives the loop and picks one,
+`program_engine.py` (a JAX env, stepped in the compiled XLA pipeline) and
+`host_engine.py` (a host env, stepped by actor threads) are the two; `loop.py` advances
+one a host call at a time and logs (`log.py`), evaluates and checkpoints between calls;
+`plan.py` plans, `summary.py` writes the one summary, and `sweeps.py` trains a grid's
+points as seeds of one program."""

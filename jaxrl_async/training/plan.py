@@ -11,6 +11,8 @@ import dataclasses
 from datetime import datetime
 from pathlib import Path
 
+import jax
+
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import UserError
 from jaxrl_async.pipeline.layout import Layout, Machine, choose_layout
@@ -49,6 +51,9 @@ class RunPlan:
     num_calls: int  # host calls of the whole run
     batch: int  # env steps per tick
     point: rundir.ResumePoint | None = None  # where a resumed run starts
+    # Host calls per log record: 1 for a JAX run, whose calls are sized to
+    # train.log_every; a host run's calls are rounds, train.log_every // batch a record.
+    log_calls: int = 1
 
     @property
     def start_call(self) -> int:
@@ -80,6 +85,24 @@ def plan_run(
     calls = config.num_updates // point.ticks
     check_work_left(run_dir, point, calls, point.ticks * batch, config.train.total_steps)
     return RunPlan(layout, point.ticks, calls, batch, point)
+
+
+def plan_host(config: Config, run_dir: Path | None, resume: bool) -> RunPlan:
+    """A host run's plan: one round (one update) per host call, train.log_every // batch
+    calls per log record, the learner on one device."""
+    from jaxrl_async.host.placement import host_devices, host_placement
+
+    placement, devices = host_placement(config), len(set(host_devices(config)))
+    why = "host envs: the actors' policy and the learner"
+    layout = Layout(devices, placement, devices - 1, jax.default_backend(), why, why)
+    batch, log_calls = config.batch_size, max(1, config.train.log_every // config.batch_size)
+    if not resume:
+        return RunPlan(layout, 1, config.num_updates, batch, log_calls=log_calls)
+    if run_dir is None:
+        raise UserError("resuming needs the run directory")
+    point = rundir.resume_point(run_dir, config)
+    check_work_left(run_dir, point, config.num_updates, batch, config.train.total_steps)
+    return RunPlan(layout, 1, config.num_updates, batch, point, log_calls)
 
 
 def check_work_left(
