@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar, cast
+from typing import ClassVar, Literal, cast
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -262,6 +262,18 @@ def validate(config: Config) -> None:
             f"{config.env.name} steps inside the compiled program"
         )
     config.agent.check(config)
+
+
+EngineKind = Literal["jax", "host"]
+
+
+def engine_kind(config: Config, env=None) -> EngineKind:
+    """The engine that runs `config` (`training/engine.py`), decided here alone: "host"
+    (actor threads, `training/host_engine.py`) for an env.name of a host suite
+    (gymnasium:<id>, envpool:<task>) when no JAX env object is given, else "jax" (the
+    compiled pipeline, `training/program_engine.py`). `train`, `plan`, `bench`, `eval`,
+    `eval --video` and `sweep` all ask it."""
+    return "host" if env is None and config.env.host else "jax"
 
 
 # Why a host env's run refuses R2D2 (host/executor.py's make_host_agent says the same).

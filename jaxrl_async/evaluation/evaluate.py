@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async import envs as envs_lib
-from jaxrl_async.config.loader import EVAL_MODES, Config, EvalConfig
+from jaxrl_async.config.loader import EVAL_MODES, Config, EvalConfig, engine_kind
 from jaxrl_async.envs.wrappers import NormalizeObservation, NormState, VecEnv
 from jaxrl_async.evaluation.restore import restore_run
 from jaxrl_async.evaluation.results import eval_result, eval_settings, summarize
@@ -329,7 +329,7 @@ def evaluate_run(
     """
     run_dir = Path(run_dir)
     config = rundir.resume_config(run_dir)
-    if env is None and config.env.host:
+    if engine_kind(config, env) == "host":
         from jaxrl_async.evaluation.host import evaluate_host_run
 
         result = evaluate_host_run(run_dir, config, episodes, mode, seed)

@@ -9,6 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from jaxrl_async.config.loader import engine_kind
 from jaxrl_async.evaluation.renderers import headless_gl, renderer_for
 from jaxrl_async.evaluation.results import eval_result, eval_settings
 from jaxrl_async.evaluation.writer import check_video_path, write_video
@@ -40,7 +41,7 @@ def record_video(
     config = dataclasses.replace(config, eval=eval_config)
     seed = config.train.seed if seed is None else seed
     shown = 1 if episodes is None else eval_config.episodes
-    if env is None and config.env.host:
+    if engine_kind(config, env) == "host":
         from jaxrl_async.evaluation.host_video import record_host_run
 
         step, returns, lengths, frames, fps = record_host_run(run_dir, config, seed, shown)

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from jaxrl_async.config.loader import Config, load_config
+from jaxrl_async.config.loader import Config, engine_kind, load_config
 from jaxrl_async.errors import UserError
 from jaxrl_async.tools.bench_report import comparison, header, table
 from jaxrl_async.tools.host_profile import host_table, profile_host
@@ -171,7 +171,7 @@ def run_profile(args) -> list[dict]:
     rows = []
     for config in configs:
         log(f"profile {config.name} ({config.env.num_envs} envs x {config.pipeline.rollout_len})")
-        if config.env.host:  # no compiled tick: the executor's own times, per round
+        if engine_kind(config) == "host":  # no compiled tick: the executor's own times, per round
             rows.append(profile_host(config, HOST_PROFILE_ROUNDS, args.repeats))
             continue
         row = profile_config(config, args.seconds, args.repeats, calibrated_loop)

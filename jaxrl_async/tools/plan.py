@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from jaxrl_async.config.loader import Config, load_config
+from jaxrl_async.config.loader import Config, engine_kind, load_config
 from jaxrl_async.pipeline import footprint as memory
 from jaxrl_async.pipeline.layout import Layout, Machine, learner_rows
 from jaxrl_async.tools.plan_common import common_plan, memory_fits
@@ -25,7 +25,7 @@ PLATFORMS = {"cuda": Machine("gpu", 1)}
 def make_plan(config: Config, platform: str | None = None) -> dict:
     """The plan of `config` as a JSON-able dict; `platform` ("cuda") plans for one GPU and
     adds the export check of the run's programs for it."""
-    if config.env.host:
+    if engine_kind(config) == "host":
         from jaxrl_async.tools.host_plan import host_plan
 
         return host_plan(config, platform)

@@ -12,8 +12,9 @@ two engines, which differ only in where the env steps:
 Both take the run's plan and give the loop the same things: a started state (fresh, or a
 checkpoint's restored into a fresh state's layout), `advance` by one host call returning
 its metrics, the pytree a checkpoint holds, an evaluation at a boundary, and the
-engine's own summary fields. `engine_kind` is where a config (and an `env=` given to
-`train`) chooses between them; `plan`, `bench`, `eval`, `--video` and `sweep` ask it.
+engine's own summary fields. `engine_kind` (`config/loader.py`, below every user of
+it) is the one place a config, and an `env=` given to `train`, chooses between them;
+`train`, `plan`, `bench`, `eval`, `--video` and `sweep` ask it.
 """
 
 from __future__ import annotations
@@ -21,18 +22,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from jaxrl_async.config.loader import Config
+from jaxrl_async.config.loader import Config, EngineKind, engine_kind
 from jaxrl_async.training.plan import RunPlan
 
-EngineKind = Literal["jax", "host"]
-
-
-def engine_kind(config: Config, env=None) -> EngineKind:
-    """The engine that runs `config`: "host" for a host env named by env.name
-    (gymnasium:<id>, envpool:<task>) when no JAX env object is given, else "jax"."""
-    return "host" if env is None and config.env.host else "jax"
+__all__ = ["Advanced", "Engine", "EngineKind", "Evaluator", "Untimed", "engine_kind"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,13 +1,14 @@
 """A run's end, whichever engine trained it: `RunSummary`, the typed summary.json, and
 `write_summary`, the one function that writes it (summary.json, W&B, the closing line).
 
-`trainer.summarize` (a JAX env's run) and `host_run.summarize_host` (a host env's) each
-build a RunSummary; their `_finish` hands it to `write_summary`. The fields common to both
-engines mean the same in both. A field only one engine has (JAX_ONLY, HOST_ONLY) is None
-on the other's summary and is left out of its summary.json and `TrainResult.summary`, so
-each engine writes the keys it wrote before: a JAX run no `policy_lag`, a host run no
-`compile_cache_hits`. An engine's own field that is None (a one-seed JAX run's
-`final_return_seeds`) is written as null, as a common field's is.
+`trainer.summarize` builds the RunSummary of either engine's run (the common fields by
+one rule, then the engine's own, `Engine.summary_fields`) and `_finish` hands it to
+`write_summary`. The fields common to both engines mean the same in both. A field only
+one engine has (JAX_ONLY, HOST_ONLY) is None on the other's summary and is left out of
+its summary.json and `TrainResult.summary`, so each engine writes the keys it wrote
+before: a JAX run no `policy_lag`, a host run no `compile_cache_hits`. An engine's own
+field that is None (a one-seed JAX run's `final_return_seeds`) is written as null, as a
+common field's is.
 """
 
 from __future__ import annotations
@@ -40,14 +41,12 @@ class RunSummary:
     env_steps: int  # all of the run's, this session's and earlier sessions'
     updates: int
     # This session's env steps (all seeds') per second of its training loop, evaluation
-    # left out; a JAX run leaves the loop's blocking checkpoint saves out too, a host run
-    # counts them (its rounds and saves share the learner's thread).
+    # and blocking checkpoint saves left out, and a host run's first round (it compiles
+    # the policy and the learner while it steps: compile_seconds).
     sps: float
     num_seeds: int
     resumed_from: int | None  # the checkpoint's env steps this session started from
-    # A JAX run's: the last logged mean episode return (mean over seeds); a host run's:
-    # the mean return of this session's last env.num_envs episodes (host/executor.py's
-    # final_return), not the last record's. None where no episode ended.
+    # The last logged mean episode return (mean over seeds); None where no episode ended.
     final_return: float | None
     # Per seed (a JAX run of several seeds), else None.
     final_return_seeds: list[float | None] | None = field(default=None, metadata=JAX_ONLY)
@@ -58,7 +57,7 @@ class RunSummary:
     # The final evaluation's mean return (the last record's: a resume that only finishes
     # the run evaluates nothing), None without eval.every; evaluating took eval_seconds
     # (in train_seconds, not in sps), compiling its policy eval_compile_seconds (in
-    # compile_seconds on a JAX run, in train_seconds on a host run).
+    # compile_seconds on a JAX run; on a host run, in train_seconds and not in sps).
     eval_return_mean: float | None
     eval_seconds: float
     eval_compile_seconds: float
@@ -76,7 +75,7 @@ class RunSummary:
     processes: int
     xla_flags: str
     warnings: list[str]  # this session's (train.nan_policy=warn's divergence)
-    # The host executor's own (host_run.py, host/executor.py).
+    # The host engine's own (training/host_engine.py, host/executor.py).
     actor_threads: int | None = field(default=None, metadata=HOST_ONLY)
     lag: int | None = field(default=None, metadata=HOST_ONLY)  # pipeline.lag
     policy_lag: float | None = field(
