@@ -1,5 +1,5 @@
 """Periodic evaluation of a host-env run (eval.every, `evaluation/host.py`'s HostEvaluation
-between `training/host_run.py`'s rounds): its records and summary fields are a JAX run's,
+between `training/host_engine.py`'s rounds): its records and summary fields are a JAX run's,
 it leaves training as it was, it gives the numbers `jaxrl-async eval` gives for the same
 parameters, and the episodes it plays are the corridor's own (tests/helpers/host_envs.py).
 """
@@ -11,11 +11,11 @@ import math
 import numpy as np
 import pytest
 
+from jaxrl_async import train
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.evaluation.host import Players, evaluate_host_run, make_eval_env, play_episodes
 from jaxrl_async.evaluation.results import NO_EVAL
 from jaxrl_async.host.executor import make_host_agent
-from jaxrl_async.training.trainer import train as train_host_run
 from tests.helpers import host_envs
 from tests.helpers.host_runs import CORRIDOR, SMALL, dqn_config
 
@@ -44,9 +44,9 @@ def same(a: dict, b: dict) -> bool:
 
 
 def test_periodic_eval_records_summary_and_training_unchanged(tmp_path):
-    plain = train_host_run(corridor())
+    plain = train(corridor())
     config = corridor("eval.every=64", "eval.episodes=3")
-    run = train_host_run(config, run_dir=tmp_path / "run")
+    run = train(config, run_dir=tmp_path / "run")
     records = _records(run)
     steps = [r["env_steps"] for r in records]
     assert steps == [r["env_steps"] for r in _records(plain)] == [32, 64, 96, 128, 160]
@@ -82,7 +82,7 @@ def test_eval_off_a_record_boundary_ends_a_record_sampled_and_capped():
     """eval.every=48 falls between records (every 32 steps): the evaluated round ends one,
     as a checkpoint's does; eval.mode=sample and eval.max_steps are honoured."""
     config = corridor("eval.every=48", "eval.episodes=5", "eval.mode=sample", "eval.max_steps=2")
-    run = train_host_run(config)
+    run = train(config)
     records = _records(run)
     assert [r["env_steps"] for r in records] == [32, 48, 64, 96, 128, 144, 160]
     evaluated = [r for r in records if r["eval_episodes"] > 0]
@@ -97,9 +97,9 @@ def test_normalised_and_resumed_evaluates_with_the_runs_statistics(tmp_path):
     which holds them; the resumed records keep the eval keys."""
     run = tmp_path / "run"
     eval_args = ["env.normalize_obs=true", "eval.every=96", "eval.episodes=2"]
-    train_host_run(corridor(*eval_args, "train.total_steps=96"), run_dir=run)
+    train(corridor(*eval_args, "train.total_steps=96"), run_dir=run)
     config = corridor(*eval_args)
-    resumed = train_host_run(config, run_dir=run, resume=True)
+    resumed = train(config, run_dir=run, resume=True)
     records = _records(resumed)
     assert [r["env_steps"] for r in records] == [32, 64, 96, 128, 160]
     assert [r["env_steps"] for r in records if r["eval_episodes"]] == [96, 160]
@@ -147,7 +147,7 @@ def test_an_off_policy_runs_checkpoint_evaluates_without_its_replay(tmp_path):
     """A DQN run's checkpoint holds its replay too: `eval` restores the learner alone, and
     its numbers are the run's final periodic evaluation's."""
     config = dqn_config("eval.every=64", "eval.episodes=2", rounds=8)
-    run = train_host_run(config, run_dir=tmp_path / "run")
+    run = train(config, run_dir=tmp_path / "run")
     final = _records(run)[-1]
     result = evaluate_host_run(tmp_path / "run", config, None, None, None)
     assert result["env_steps"] == config.train.total_steps and result["episodes"] == 2
@@ -166,7 +166,7 @@ def test_an_evaluation_env_that_raises_ends_the_run_in_one_resumable_line(tmp_pa
     monkeypatch.setattr(evaluation_host.HostEvaluation, "__call__", broken)
     config = corridor("eval.every=64", "checkpoint.every=32")
     with pytest.raises(RunFailure) as failed:
-        train_host_run(config, run_dir=tmp_path / "run")
+        train(config, run_dir=tmp_path / "run")
     assert str(failed.value) == (
         f"evaluation env {config.env.name} raised RuntimeError: the simulator went away"
     )

@@ -284,7 +284,7 @@ def test_split_placement_on_one_device_refused_in_one_line():
 SPLIT_SCRIPT = """
 import json, jax, numpy as np
 from jaxrl_async.config.loader import load_config
-from jaxrl_async.training.trainer import train as train_host_run
+from jaxrl_async import train
 from tests.helpers import host_envs
 assert jax.device_count() == 2
 out = {}
@@ -293,7 +293,7 @@ for placement in ("fused", "split"):
         "env.num_envs=4", "pipeline.rollout_len=4", "agent.hidden_sizes=[8]",
         "agent.num_minibatches=2", "train.total_steps=128", "pipeline.lag=1",
         "train.progress=false", f"pipeline.placement={placement}"])
-    result = train_host_run(config)
+    result = train(config)
     out[placement] = {"devices": result.summary["devices"],
         "params": [np.asarray(x).tolist() for x in jax.tree.leaves(result.state.params)]}
 print(json.dumps(out))

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_async import train
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.envs.wrappers import NormalizeObservation, NormState
 from jaxrl_async.evaluation.host import evaluate_host_run
@@ -28,7 +29,6 @@ from jaxrl_async.host.obs_norm import (
 from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.saved import saved_state
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.training.trainer import train as train_host_run
 from jaxrl_async.types import Transition
 from tests.helpers.host_runs import CORRIDOR, SMALL, bounded, dqn_config, random_trajectory
 
@@ -98,7 +98,7 @@ def test_the_actor_acts_on_and_hands_in_normalised_obs_and_reports_raw_moments()
 def test_a_run_checkpoints_resumes_and_evaluates_with_its_statistics(tmp_path):
     run = tmp_path / "run"
     config = load_config("ppo_cartpole", [*NORMALISED, "train.total_steps=96"])
-    state = train_host_run(config, run_dir=run).state
+    state = train(config, run_dir=run).state
     like = saved_state(state, 0, obs_stats=initial_stats((2,)))
     saved = from_saved(ckpt.restore(run / "checkpoints", like)[0]["obs_stats"])
     # Every observation acted on, 16 per round: the corridor's positions and step counts.
@@ -106,7 +106,7 @@ def test_a_run_checkpoints_resumes_and_evaluates_with_its_statistics(tmp_path):
     assert 0.0 < saved.mean[0] < 3.0 and 0.0 < saved.mean[1] < 5.0 and np.all(saved.var > 0)
 
     longer = load_config("ppo_cartpole", [*NORMALISED, "train.total_steps=160"])
-    train_host_run(longer, run_dir=run, resume=True)
+    train(longer, run_dir=run, resume=True)
     resumed = ckpt.restore(run / "checkpoints", like)[0]["obs_stats"]
     assert from_saved(resumed).n == pytest.approx(160 + PRIOR_COUNT)
     result = evaluate_host_run(run, longer, 2, None, None)

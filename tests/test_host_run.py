@@ -1,4 +1,4 @@
-"""Host-env runs from the command line (`training/host_run.py`, `evaluation/host.py`): a run
+"""Host-env runs from the command line (`training/host_engine.py`, `evaluation/host.py`): a run
 directory as for a JAX env (config, metrics.jsonl, TensorBoard, checkpoints, summary),
 resume that continues the counts from an exact learner state, eval, refusals before
 anything is written, an env that fails mid-run, and Ctrl-C.
@@ -20,9 +20,9 @@ import jax
 import numpy as np
 import pytest
 
+from jaxrl_async import train
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.training.trainer import train as train_host_run
 from tests.helpers import host_envs
 from tests.helpers.cli import ROOT, run_cli_in_process, subprocess_env
 from tests.helpers.host_runs import CORRIDOR, SMALL
@@ -69,7 +69,7 @@ def test_checkpoint_holds_the_exact_learner_state(tmp_path):
     """The learner state restored from a run's last checkpoint equals the state the run
     ended with, leaf for leaf, and its update count is the run's."""
     config = load_config("ppo_cartpole", [*corridor_args()[1:], "train.total_steps=96"])
-    result = train_host_run(config, run_dir=tmp_path / "run")
+    result = train(config, run_dir=tmp_path / "run")
     like = {"learner": result.state, "updates": np.zeros((), np.int64)}
     restored, _ = ckpt.restore(tmp_path / "run" / "checkpoints", like)
     assert int(restored["updates"]) == result.summary["updates"] == 6
@@ -233,7 +233,7 @@ def test_ppo_learns_a_users_own_gymnasium_env_named_by_module_and_id():
             + ["agent.hidden_sizes=[16]", "agent.learning_rate=3e-3", "train.progress=false"]
             + ["train.total_steps=8192", f"train.seed={seed}"],
         )
-        finals.append(train_host_run(config).summary["final_return"])
+        finals.append(train(config).summary["final_return"])
     assert min(finals) >= GOAL_BONUS + 2.0, finals
 
 
