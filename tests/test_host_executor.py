@@ -225,7 +225,11 @@ def test_actor_threads_do_not_change_the_run():
         (["pipeline.actor_threads=5"], "actor_threads=5 exceeds env.num_envs=4"),
         (["train.num_seeds=2"], "train.num_seeds > 1"),
         (["eval.every=64", "eval.video=true"], "eval.video is not supported"),
-        (["pipeline.devices=2"], "the learner runs on one device"),
+        (["pipeline.devices=3"], "num_envs=4 does not split over 3 learner devices"),
+        (
+            ["pipeline.placement=split", "pipeline.lag=1", "pipeline.actor_devices=2"],
+            "split acts on one device",
+        ),
     ],
 )
 def test_refused_in_one_line_when_loaded(overrides, match):

@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from jaxrl_async.config.agent import AgentConfig
 from jaxrl_async.config.agents import AGENT_CONFIGS
+from jaxrl_async.config.host_devices import check_host_devices
 from jaxrl_async.config.sections import (
     EVAL_MODES,
     PRNG_IMPLS,
@@ -295,7 +296,6 @@ def _validate_host(config: Config) -> None:
             "eval.video is not supported (the periodic evaluation's envs are not built to "
             "render); record a checkpoint's with `jaxrl-async eval RUN_DIR --video PATH`",
         ),
-        (pipeline.devices > 1, "the learner runs on one device (pipeline.devices <= 1)"),
         (
             pipeline.actor_threads > env.num_envs,
             f"pipeline.actor_threads={pipeline.actor_threads} exceeds "
@@ -305,6 +305,7 @@ def _validate_host(config: Config) -> None:
     for refused, why in refusals:
         if refused:
             raise ConfigError(f"host env {env.name}: {why}")
+    check_host_devices(config)
 
 
 def _validate_replay(config: Config) -> None:

@@ -1,6 +1,8 @@
 """The actor–learner executor for host envs: actor threads step their envs and hand
 trajectories through bounded queues; the learner, in the calling thread, runs the agent's
-own `learn` on each round of them and publishes parameters back. An off-policy agent's
+own `learn` on each round of them and publishes parameters back. With pipeline.devices
+the learner's `learn` runs over a mesh of devices, each round's envs split over them and
+the gradients averaged as in a JAX run (`placement.py`, `mesh_learn.py`). An off-policy agent's
 learner stores each round in a replay on its device and learns from that instead
 (`replay_learner.py`).
 
@@ -45,18 +47,21 @@ import jax
 import numpy as np
 
 from jaxrl_async.agents import make_agent
+from jaxrl_async.config.host_devices import host_learner_devices
 from jaxrl_async.config.loader import HOST_RECURRENT_REPLAY, Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, make_policy, run_actor
 from jaxrl_async.host.by_name import HOST_NAMES, make_run_env
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
+from jaxrl_async.host.mesh_learn import mesh_learn, one_device
 from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge
 from jaxrl_async.host.params import ParamStore
-from jaxrl_async.host.placement import host_devices
+from jaxrl_async.host.placement import host_devices, host_mesh
 from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.round_times import RoundTimes
 from jaxrl_async.host.stall import Doing, StallWatch
 from jaxrl_async.host.stopping import RunStop, get
+from jaxrl_async.pipeline.sharding import AXIS
 from jaxrl_async.run.divergence import param_abs_max
 from jaxrl_async.types import Agent, BuildContext, LearnFn
 
@@ -70,7 +75,7 @@ def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
     (`config._validate_host`): what the executor does not run is refused there."""
     if not config.env.host:
         raise ConfigError(f"env.name must be a host env ({HOST_NAMES}) for the host executor")
-    host_devices(config)  # a split without two devices: refused before any env is built
+    host_devices(config)  # too few devices for the run: refused before any env is built
     threads = config.pipeline.actor_threads
     sizes = [len(s) for s in np.array_split(np.arange(config.env.num_envs), threads)]
     envs: list[GymnasiumVecEnv] = []
@@ -85,8 +90,15 @@ def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
 
 
 def make_host_agent(config: Config, spec) -> Agent:
-    """The agent of `config.agent` for envs of `spec` (one learner device: no axis)."""
-    ctx = BuildContext(spec, config.env.num_envs, config.pipeline.rollout_len, config.num_updates)
+    """The agent of `config.agent` for envs of `spec`. On a learner mesh of several
+    devices it is built with axis_name=AXIS, so its `learn`, mapped over the mesh
+    (`mesh_learn.py`), averages over the devices as a JAX run's does; on one device with
+    no axis, so no collective is compiled. Its `act`, `init` and `greedy` run outside the
+    mesh, as a JAX run's evaluation runs its `greedy`: they reduce over no devices."""
+    axis_name = AXIS if host_learner_devices(config) > 1 else None
+    ctx = BuildContext(
+        spec, config.env.num_envs, config.pipeline.rollout_len, config.num_updates, axis_name
+    )
     agent = make_agent(config.agent, ctx)
     if agent.data not in ("trajectory", "replay"):
         raise ConfigError(
@@ -104,14 +116,16 @@ def make_host_agent(config: Config, spec) -> Agent:
 
 
 class Learner(NamedTuple):
-    """The learner's side: the agent's `learn` jitted, its key and the staleness bound."""
+    """The learner's side: the agent's `learn` jitted (over the learner's mesh), its key
+    and the staleness bound."""
 
     learn: LearnFn
     key: jax.Array  # folded with the round number for each update
     max_staleness: int  # -1: never skip
-    device: Any
+    device: Any  # where the learner state lives: a device, or the mesh's replicated sharding
     rounds: int  # the round the run ends before: one update per round
     replay: ReplayLearner | None = None  # off-policy agents: the replay's learner step
+    batch_at: Any = None  # where a round's trajectory goes (split on B); None: `device`
 
 
 class Progress(NamedTuple):
@@ -188,7 +202,9 @@ def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r
         )
         updates += int(learned)
     elif not skip:
-        learned = learner.learn(state, jax.device_put(traj, learner.device), key)
+        batch_at = learner.device if learner.batch_at is None else learner.batch_at
+        key = jax.device_put(key, learner.device)
+        learned = learner.learn(state, jax.device_put(traj, batch_at), key)
         state, metrics = learned.state, learned.metrics
         updates += 1
     returns = progress.episode_returns + [p.episode_returns for p in parts]
@@ -266,9 +282,8 @@ class Executor:
         self.stop = RunStop(stop)
         self._abs_max = jax.jit(param_abs_max)
         store = ParamStore(config.pipeline.lag, self.start.round)
-        store.publish(
-            self.start.round, self.start.state.params, self.start.updates, self.start.obs_stats
-        )
+        params = one_device(self.start.state.params)
+        store.publish(self.start.round, params, self.start.updates, self.start.obs_stats)
         self.exchange = Exchange(store, self.stop)
         self.threads, self.queues, doing = start_actors(
             agent, envs, config, self.exchange, self.start.round
@@ -298,9 +313,8 @@ class Executor:
         self.batch = sum(p.traj.reward.size for p in parts)
         record = round_record(parts, r, self.batch)
         progress, metrics = learn_round(self.learner, progress, parts, r)
-        self.exchange.store.publish(
-            r + 1, progress.state.params, progress.updates, progress.obs_stats
-        )
+        params = one_device(progress.state.params)
+        self.exchange.store.publish(r + 1, params, progress.updates, progress.obs_stats)
         jax.block_until_ready(progress.state)
         if self.lags:  # the first round, its compiles included, is compile_seconds
             self.times.add(learning - waited, time.perf_counter() - learning, record)
@@ -342,15 +356,18 @@ def final_return(episode_returns: list, window: int) -> float | None:
 
 
 def make_learner(config: Config, agent: Agent, spec, key: jax.Array) -> Learner:
-    """The learner of a run of `config` (`key`: the run's key); off-policy, with the
-    replay's learner step for envs of `spec`."""
+    """The learner of a run of `config` (`key`: the run's key) on its mesh
+    (`placement.host_mesh`); off-policy, with the replay's learner step for envs of
+    `spec` (on one device: `config.host_devices` refuses more)."""
+    placed = mesh_learn(agent.learn, host_mesh(config))
     return Learner(
-        jax.jit(agent.learn),
+        placed.learn,
         jax.random.fold_in(key, 2),
         config.pipeline.max_staleness,
-        host_devices(config)[1],
+        placed.state_at,
         config.num_updates,
         ReplayLearner(agent, config, spec) if agent.data == "replay" else None,
+        placed.batch_at,
     )
 
 

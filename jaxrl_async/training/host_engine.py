@@ -33,6 +33,7 @@ from pathlib import Path
 
 import jax
 
+from jaxrl_async.config.host_devices import host_learner_devices
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import RunFailure, first_line
 from jaxrl_async.evaluation.host import HostEvaluation
@@ -68,7 +69,7 @@ class HostEngine:
         self.stop = stop if stop is not None else threading.Event()
         self.on_interrupt = self.stop.set
         self.devices = list(dict.fromkeys(host_devices(config)))  # actors', learner's
-        self.checkpoint_devices = 1  # the learner's: a host run's pipeline.devices
+        self.checkpoint_devices = host_learner_devices(config)  # the learner mesh's
         self.compile_seconds = self.restore_seconds = 0.0
         self.executor: Executor | None = None
         self.envs = make_actor_envs(config)

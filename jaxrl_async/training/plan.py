@@ -11,8 +11,6 @@ import dataclasses
 from datetime import datetime
 from pathlib import Path
 
-import jax
-
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import UserError
 from jaxrl_async.pipeline.layout import Layout, Machine, choose_layout
@@ -89,12 +87,10 @@ def plan_run(
 
 def plan_host(config: Config, run_dir: Path | None, resume: bool) -> RunPlan:
     """A host run's plan: one round (one update) per host call, train.log_every // batch
-    calls per log record, the learner on one device."""
-    from jaxrl_async.host.placement import host_devices, host_placement
+    calls per log record, the learner on its mesh (`host/placement.py`)."""
+    from jaxrl_async.host.placement import host_layout
 
-    placement, devices = host_placement(config), len(set(host_devices(config)))
-    why = "host envs: the actors' policy and the learner"
-    layout = Layout(devices, placement, devices - 1, jax.default_backend(), why, why)
+    layout = host_layout(config)
     batch, log_calls = config.batch_size, max(1, config.train.log_every // config.batch_size)
     if not resume:
         return RunPlan(layout, 1, config.num_updates, batch, log_calls=log_calls)
