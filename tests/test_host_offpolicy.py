@@ -23,7 +23,6 @@ from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.training import host_run
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
 from tests.helpers.host_runs import (
-    CORRIDOR,
     bounded,
     cartpole_final_returns,
     dqn_config,
@@ -186,9 +185,7 @@ def test_checkpoint_and_resume_continue_with_the_exact_replay(tmp_path, monkeypa
         assert second["obs_stats"].n == pytest.approx(160 + 1e-4)
 
 
-def test_recurrent_still_refused_and_max_staleness_refused_off_policy():
-    with pytest.raises(ConfigError, match="recurrent off-policy agents"):
-        load_config("r2d2_cartpole_masked", [f"env.name={CORRIDOR}"])
+def test_max_staleness_refused_off_policy():
     with pytest.raises(ConfigError, match="max_staleness applies to on-policy"):
         dqn_config("pipeline.lag=1", "pipeline.max_staleness=1")
 
