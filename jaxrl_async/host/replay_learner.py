@@ -70,7 +70,8 @@ class ReplayCarry(NamedTuple):
 
 def step_example(spec, num_envs: int, memory: Memory | None = None) -> Transition:
     """Zeros of one step of every env [1, B, ...] in the dtypes the window keeps;
-    `memory`: a recurrent agent's initial Memory [B, ...] (None: memoryless)."""
+    `memory`: the shapes of a recurrent agent's initial Memory [B, ...] (None:
+    memoryless)."""
 
     def zeros(shape, dtype):
         return np.zeros((1, num_envs, *shape), dtype)
@@ -93,7 +94,6 @@ def step_example(spec, num_envs: int, memory: Memory | None = None) -> Transitio
 
 
 def _zeros_step(x):
-    x = np.asarray(x)
     return np.zeros((1, *x.shape), x.dtype)
 
 
@@ -115,7 +115,9 @@ class ReplayLearner:
         self.batch = config.batch_size
         self.learning_starts = config.replay.learning_starts
         num_envs = config.env.num_envs
-        self.example = step_example(spec, num_envs, agent.initial_memory(num_envs))
+        # shapes only: a learner may be built where JAX traces (host/footprint.py)
+        memory = jax.eval_shape(lambda: agent.initial_memory(num_envs))
+        self.example = step_example(spec, num_envs, memory)
         self.stage = make_replay_stage(
             agent.replay, config.replay, 1, config.num_updates * config.batch_size
         )
