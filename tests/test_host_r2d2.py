@@ -185,7 +185,8 @@ def r2d2_cartpole_returns(seeds: range, overrides: list[str]) -> np.ndarray:
 
 @pytest.mark.slow
 def test_r2d2_learns_masked_gymnasium_cartpole():
-    """Three seeds of the shipped config, velocities masked, one after another: the median
-    final return is far above a random policy's (about 22)."""
-    returns = r2d2_cartpole_returns(range(3), [])
-    assert np.median(returns) > 100, returns
+    """Three seeds of the shipped config cut to its first 30k env steps, velocities
+    masked, one after another: the median final return (the last 8 episodes' mean) is
+    far above a random policy's (about 22)."""
+    returns = r2d2_cartpole_returns(range(3), ["train.total_steps=30000"])
+    assert np.median(returns) > 80, returns
