@@ -12,6 +12,7 @@ The fast runs step the tiny corridor of tests/helpers/host_envs.py with a small 
 from __future__ import annotations
 
 import shutil
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -80,45 +81,79 @@ def spy_on_rounds(monkeypatch) -> list[tuple]:
     return seen
 
 
-def test_replay_holds_every_envs_sequences_with_the_actors_carries(monkeypatch):
+class Cut(NamedTuple):
+    """How a run cuts sequences: its rollout and its sequences' length and overlap."""
+
+    rollout_len: int
+    length: int
+    overlap: int
+
+    @property
+    def stride(self) -> int:
+        return self.length - self.overlap
+
+
+CUTS = [
+    Cut(T, LENGTH, OVERLAP),  # the window carries L - stride steps, as the JAX stage's
+    Cut(8, 6, 2),  # L not a multiple of the stride: the window starts at a sequence start
+    Cut(4, 8, 4),  # T < L: the first round stores nothing
+]
+
+
+def assert_carries_are_the_actors(config, params, stored, cut: Cut) -> None:
+    """Re-running every stored sequence from its stored carry with `params` (those that
+    acted: no update was made) gives, after `stride` steps, the carry stored with the
+    env's next sequence."""
+    agent = config.agent
+    net = RecurrentQNetwork(agent.torso_spec(), agent.memory_spec(), 2)
+    unroller = Unroller(net, params)
+    seq = time_major(stored)  # [L, count, ...]
+    _, carries = jax.jit(unroller.unroll)(stored.carry, seq.obs, seq.episode_start)
+    count = len(stored.reward)
+    after_stride = jax.tree.map(lambda c: np.asarray(c[cut.stride - 1, : count - ENVS]), carries)
+    next_stored = jax.tree.map(lambda c: c[ENVS:], stored.carry)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), after_stride, next_stored
+    )
+
+
+@pytest.mark.parametrize("cut", CUTS, ids=str)
+def test_replay_holds_every_envs_sequences_with_the_actors_carries(monkeypatch, cut):
     """Round by round the replay holds exactly the sequences the JAX rule cuts from the
     whole run so far (starts 0, stride, ... whose L steps are known; time-major, so in
     the order of their starts), each with the Memory the actor recorded at its first
-    step: windows cross rounds and actor threads, nothing is stored twice. With no update
-    (learning_starts beyond the run), re-running each stored sequence from its stored
-    carry gives the next one's stored carry: they are the carries the actor acted from."""
-    rounds = 6
+    step: windows cross rounds and actor threads, nothing is stored twice, and the window
+    carries the steps from the first start not yet stored. With no update (learning_starts
+    beyond the run), the stored carries are those the actor acted from."""
+    rounds, T = 6, cut.rollout_len
     seen = spy_on_rounds(monkeypatch)
-    config = r2d2_config("pipeline.lag=0", "replay.learning_starts=100000", rounds=rounds)
+    config = r2d2_config(
+        "pipeline.lag=0",
+        "replay.learning_starts=100000",
+        f"pipeline.rollout_len={T}",
+        f"agent.sequence_length={cut.length}",
+        f"agent.sequence_overlap={cut.overlap}",
+        f"train.total_steps={ENVS * T * rounds}",
+    )
     result = bounded(lambda: train_host(config), 120.0)
     assert result["updates"] == 0 and len(seen) == rounds
     stream = jax.tree.map(lambda *xs: np.concatenate(xs), *[traj for traj, _ in seen])
     assert stream.memory is not None and stream.memory.episode_start[0].all()
     want = jax.tree.map(
         lambda x: np.asarray(x).reshape(-1, *x.shape[2:]),  # [N * B] time-major
-        window_sequences(stream, LENGTH, STRIDE),
+        window_sequences(stream, cut.length, cut.stride),
     )
-    # the first round stores the sequences inside its T steps, every later one T / stride
+    starts = [sequence_starts((r + 1) * T, cut.length, cut.stride) for r in range(rounds)]
     sizes = [size for _, size in seen]
-    assert sizes == [len(sequence_starts((r + 1) * T, LENGTH, STRIDE)) * ENVS for r in range(6)]
-    assert sizes == [ENVS * (1 + 2 * r) for r in range(rounds)]
-    count = sizes[-1]
-    replay = result["replay"].replay
-    stored = jax.tree.map(lambda x: np.asarray(x[:count]), replay.ring.items)
+    assert sizes == [len(s) * ENVS for s in starts]
+    assert sizes[-1] - sizes[-2] == ENVS * T // cut.stride  # T / stride a round, once going
+    stored = jax.tree.map(lambda x: np.asarray(x[: sizes[-1]]), result["replay"].replay.ring.items)
     leaves_equal(stored, want)
     assert np.asarray(stored.episode_start[:, 1:]).any()  # resets inside sequences happen
-    assert int(jax.tree.leaves(result["replay"].window)[0].shape[0]) == LENGTH - STRIDE
-
-    agent_config = config.agent
-    net = RecurrentQNetwork(agent_config.torso_spec(), agent_config.memory_spec(), 2)
-    unroller = Unroller(net, result["params"])
-    seq = time_major(stored)  # [L, count, ...]
-    _, carries = jax.jit(unroller.unroll)(stored.carry, seq.obs, seq.episode_start)
-    after_stride = jax.tree.map(lambda c: np.asarray(c[STRIDE - 1, : count - ENVS]), carries)
-    next_stored = jax.tree.map(lambda c: c[ENVS:], stored.carry)
-    jax.tree.map(
-        lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), after_stride, next_stored
-    )
+    window = result["replay"].window
+    first_waiting = len(starts[-1]) * cut.stride
+    leaves_equal(window, jax.tree.map(lambda x: x[first_waiting:], stream._replace(extras={})))
+    assert_carries_are_the_actors(config, result["params"], stored, cut)
 
 
 @pytest.mark.parametrize("lag", [0, 1])
