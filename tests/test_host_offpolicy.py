@@ -21,15 +21,14 @@ from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.saved import saved_state
 from jaxrl_async.replay.stage import nstep_transitions
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.training import host_engine
 from jaxrl_async.training.trainer import train
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
 from tests.helpers.host_runs import (
-    CORRIDOR,
     bounded,
     cartpole_final_returns,
     dqn_config,
     random_trajectory,
+    record_executors,
 )
 
 
@@ -155,23 +154,7 @@ def test_checkpoint_and_resume_continue_with_the_exact_replay(tmp_path, monkeypa
     under env.normalize_obs its observation statistics), and a resume starts its executor
     from exactly those."""
     extra = ["env.normalize_obs=true"] if normalised else []
-    calls: list[dict] = []
-
-    class Recording(host_engine.Executor):
-        """The executor each run starts, recording its start and its last round's state
-        as host arrays (the run updates its replay in place: donated buffers)."""
-
-        def __init__(self, config, agent, envs, start=None, **kwargs):
-            super().__init__(config, agent, envs, start, **kwargs)
-            calls.append({"start": jax.tree.map(np.asarray, start)})
-
-        def step(self, progress):
-            stepped = super().step(progress)
-            if stepped is not None:
-                calls[-1]["last"] = jax.tree.map(np.asarray, stepped[0])
-            return stepped
-
-    monkeypatch.setattr(host_engine, "Executor", Recording)
+    calls = record_executors(monkeypatch)
     run = tmp_path / "run"
     config = dqn_config("checkpoint.every=48", *extra, rounds=6)
     train(config, run_dir=run)
@@ -194,9 +177,7 @@ def test_checkpoint_and_resume_continue_with_the_exact_replay(tmp_path, monkeypa
         assert second.obs_stats.n == pytest.approx(160 + 1e-4)
 
 
-def test_recurrent_still_refused_and_max_staleness_refused_off_policy():
-    with pytest.raises(ConfigError, match="recurrent off-policy agents"):
-        load_config("r2d2_cartpole_masked", [f"env.name={CORRIDOR}"])
+def test_max_staleness_refused_off_policy():
     with pytest.raises(ConfigError, match="max_staleness applies to on-policy"):
         dqn_config("pipeline.lag=1", "pipeline.max_staleness=1")
 

@@ -19,7 +19,6 @@ import pytest
 from jax.experimental import io_callback
 
 from jaxrl_async.config.loader import load_config
-from jaxrl_async.errors import ConfigError
 from jaxrl_async.host import make_actor_envs, make_host_agent, run_executor, train_host
 from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.types import ActorClock, Agent
@@ -156,19 +155,6 @@ def test_impala_with_memory_trains_at_lag_1():
     result = bounded(lambda: train_host(config), 120.0)
     assert result["updates"] == 6 and result["policy_lag_max"] == 1
     assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(result["params"]))
-
-
-def test_r2d2_refused_in_one_line_before_anything_is_written(tmp_path):
-    with pytest.raises(ConfigError, match="recurrent off-policy agents") as e:
-        load_config("r2d2_cartpole_masked", [f"env.name={CORRIDOR}"])
-    assert "\n" not in str(e.value)
-    run_dir = tmp_path / "run"
-    code, err = run_cli_in_process(
-        "train", "r2d2_cartpole_masked", f"env.name={CORRIDOR}", "--run-dir", str(run_dir),
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert code == 2 and "R2D2" in err and err.count("\n") == 1, err
-    assert not run_dir.exists()
 
 
 def records(run_dir) -> list[dict]:

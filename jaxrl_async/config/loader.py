@@ -277,19 +277,11 @@ def engine_kind(config: Config, env=None) -> EngineKind:
     return "host" if env is None and config.env.host else "jax"
 
 
-# Why a host env's run refuses R2D2 (host/executor.py's make_host_agent says the same).
-HOST_RECURRENT_REPLAY = (
-    "recurrent off-policy agents (R2D2: a sequence replay) are not supported yet; "
-    "recurrent PPO and IMPALA are"
-)
-
-
 def _validate_host(config: Config) -> None:
     """What the host executor (host/executor.py) does not run, refused before anything
     starts."""
     env, pipeline = config.env, config.pipeline
     refusals = [
-        (config.agent.recurrent and config.agent.off_policy, HOST_RECURRENT_REPLAY),
         (config.train.num_seeds != 1, "train.num_seeds > 1 is not supported (one run per process)"),
         (
             config.eval.video,

@@ -8,7 +8,7 @@ semantics; and the actor–learner executor (`executor.train_host`, and `run.py`
 CLI's runs with logs and checkpoints): actor threads, bounded queues of trajectories
 tagged with the parameter version that acted them, the learner running the agent's own
 `learn` (on-policy agents, recurrent PPO and IMPALA among them) or a replay on its
-device (off-policy agents). Not yet: recurrent off-policy agents (R2D2).
+device (off-policy agents, R2D2's sequence replay among them).
 """
 
 from jaxrl_async.host.actor import ActorPlan, Trajectory

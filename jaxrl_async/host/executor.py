@@ -48,7 +48,7 @@ import numpy as np
 
 from jaxrl_async.agents import make_agent
 from jaxrl_async.config.host_devices import host_learner_devices
-from jaxrl_async.config.loader import HOST_RECURRENT_REPLAY, Config
+from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, make_policy, run_actor
 from jaxrl_async.host.by_name import HOST_NAMES, make_run_env
@@ -105,8 +105,6 @@ def make_host_agent(config: Config, spec) -> Agent:
             f"host env {config.env.name}: agent {config.agent.name} learns from neither "
             "trajectories nor a replay"
         )
-    if agent.recurrent and agent.data == "replay":
-        raise ConfigError(f"host env {config.env.name}: {HOST_RECURRENT_REPLAY}")
     if config.env.normalize_obs and isinstance(spec.obs_shape, dict):
         raise ConfigError(
             f"env.normalize_obs=true needs an array observation; "

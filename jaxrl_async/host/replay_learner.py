@@ -1,33 +1,45 @@
 """The host executor's learner for off-policy agents (`agent.data == "replay"`: the DQN
-family, SAC, TD3): the replay stays on the learner's device, beside the agent's state.
+family, SAC, TD3, and R2D2's sequences): the replay stays on the learner's device, beside
+the agent's state.
 
 Each round the learner runs one jitted step, built from the JAX pipeline's replay stage
-(`offpolicy.make_replay_stage`), not a copy of it:
+(`replay/stage.py`'s `make_replay_stage`), not a copy of it:
 
     window = the steps carried from earlier rounds, then this round's trajectory [T, B]
-    store:  the n-step transitions starting at every window step whose n-step future is
-            known (window length - n + 1 of them) -> the replay
+    store:  `stage.store`: the items starting at the window's item starts (`item_starts`):
+            every step whose n-step future is known (n-step transitions), or, for a
+            recurrent agent that replays sequences (R2D2), every stride-th step whose L
+            steps are known, each sequence with the carry the actor held before its first
+            step (`replay/sequences.py`) -> the replay
     learn:  `stage.learn`: updates_per_tick times sample, the agent's `learn`, priorities
             written back, once `replay.learning_starts` env steps were taken
-    carry:  the window's last n - 1 steps, for the next round
+    carry:  the window's steps from its first item start not stored on
+            (`unstored_steps`): the last n - 1 steps, or those of the sequences still
+            waiting for their last steps, for the next round
 
 Under env.normalize_obs the replay holds raw observations, as the JAX pipeline's does:
 each sampled batch is normalised with the statistics the learner holds when it is drawn
 (`ticks.learn_seen` with the JAX wrapper's `observe`), those of every observation the
 actors acted on, this round's included.
 
-So every env step is stored exactly once, as the start of one n-step transition, windows
-crossing rounds as they cross ticks in the JAX pipeline. The JAX pipeline prefills its
-first window before the first tick; a host run has no prefill, so its first round stores
-T - n + 1 steps per env and the carried window grows to its n - 1 steps over the first
-rounds (`carried_steps`). The clock the stage reads is the env steps of all rounds so
-far, this one's included: the importance-weight exponent anneals over it and learning
-starts once it reaches `learning_starts`.
+So every item is stored exactly once, windows crossing rounds as they cross ticks in the
+JAX pipeline: every env step as the start of one n-step transition, or every env's
+sequences starting at its steps 0, stride, 2·stride, ... (stride = L - overlap divides
+T), each step in L / stride sequences (the first ones fewer), as the JAX rule gives them.
+The JAX pipeline prefills its first window before the first tick; a host run has no
+prefill, so a window looks no further than its round and the items that need later steps
+wait for the next round: the first round stores T - n + 1 transitions per env (or the
+sequences that fit in T steps), and the carried window grows to its steady length over
+the first rounds (`carried_steps`), after which every round stores T items (T / stride
+sequences) per env. The clock the stage reads is the env steps of all rounds so far,
+this one's included: the importance-weight exponent anneals over it and learning starts
+once it reaches `learning_starts`.
 
 The replay and the carried window are part of the learner's state (`ReplayCarry`), which
 a checkpoint holds and a resume restores exactly (`template` gives its shapes for a
-number of rounds done). The window holds only what n-step transitions read: the
-actor's extras are dropped, and every field is cast to the env spec's dtypes.
+number of rounds done). The window holds only what the items read: the actor's extras
+are dropped, a recurrent agent's `Memory` (carry, episode starts) kept, and every field
+is cast to the env spec's dtypes (the memory to the agent's initial one's).
 """
 
 from __future__ import annotations
@@ -41,8 +53,8 @@ import numpy as np
 from jaxrl_async.envs.wrappers import NormalizeObservation
 from jaxrl_async.host.obs_norm import CLIP, EPS, ObsStats
 from jaxrl_async.pipeline.ticks import learn_seen
-from jaxrl_async.replay.stage import make_replay_stage
-from jaxrl_async.types import Agent, Transition
+from jaxrl_async.replay.stage import item_starts, make_replay_stage, unstored_steps
+from jaxrl_async.types import Agent, Memory, Transition
 
 # What the agent sees of a sampled raw observation under host statistics (an ObsStats
 # of float32 arrays): the JAX envs' normalisation, its constants the host's.
@@ -56,8 +68,10 @@ class ReplayCarry(NamedTuple):
     window: Any  # Transition [carried_steps(rounds), B, ...], None while it holds none
 
 
-def step_example(spec, num_envs: int) -> Transition:
-    """Zeros of one step of every env [1, B, ...] in the dtypes the window keeps."""
+def step_example(spec, num_envs: int, memory: Memory | None = None) -> Transition:
+    """Zeros of one step of every env [1, B, ...] in the dtypes the window keeps;
+    `memory`: the shapes of a recurrent agent's initial Memory [B, ...] (None:
+    memoryless)."""
 
     def zeros(shape, dtype):
         return np.zeros((1, num_envs, *shape), dtype)
@@ -75,7 +89,12 @@ def step_example(spec, num_envs: int) -> Transition:
         next_obs=jax.tree.map(np.copy, obs),
         extras={},
         version=zeros((), np.int32),
+        memory=None if memory is None else jax.tree.map(_zeros_step, memory),
     )
+
+
+def _zeros_step(x):
+    return np.zeros((1, *x.shape), x.dtype)
 
 
 def _float32(x):
@@ -91,13 +110,14 @@ class ReplayLearner:
 
     def __init__(self, agent: Agent, config, spec):
         assert agent.replay is not None and agent.data == "replay"
-        if agent.replay.sequence_length:
-            raise ValueError("the host executor does not replay sequences (recurrent agents)")
-        self.n = agent.replay.n_step
+        self.use = agent.replay
         self.rollout_len = config.pipeline.rollout_len
         self.batch = config.batch_size
         self.learning_starts = config.replay.learning_starts
-        self.example = step_example(spec, config.env.num_envs)
+        num_envs = config.env.num_envs
+        # shapes only: a learner may be built where JAX traces (host/footprint.py)
+        memory = jax.eval_shape(lambda: agent.initial_memory(num_envs))
+        self.example = step_example(spec, num_envs, memory)
         self.stage = make_replay_stage(
             agent.replay, config.replay, 1, config.num_updates * config.batch_size
         )
@@ -108,15 +128,23 @@ class ReplayLearner:
         self._step = jax.jit(self._round, donate_argnums=(1,))
 
     def carried_steps(self, rounds: int) -> int:
-        """The steps the window carries after `rounds` rounds: n - 1 once it has them."""
-        return min(self.n - 1, rounds * self.rollout_len)
+        """The steps the window carries after `rounds` rounds: each round's window (the
+        carried steps, then T) keeps its `unstored_steps`; once a round carries what the
+        one before did, every later one does (n - 1 steps for n-step transitions)."""
+        carried = 0
+        for _ in range(rounds):
+            kept = unstored_steps(self.use, carried + self.rollout_len)
+            if kept == carried:
+                break
+            carried = kept
+        return carried
 
     def _zeros_window(self, steps: int):
         return jax.tree.map(lambda x: np.repeat(x, steps, axis=0), self.example)
 
     def init(self) -> ReplayCarry:
         """An empty replay and no carried window (a fresh run)."""
-        item = self.stage.example(self._zeros_window(self.n))
+        item = self.stage.example(self._zeros_window(self.use.sequence_length or self.use.n_step))
         return ReplayCarry(jax.jit(self.stage.init)(item), None)
 
     def template(self, rounds: int) -> ReplayCarry:
@@ -127,13 +155,14 @@ class ReplayLearner:
 
     def as_window(self, traj: Transition) -> Transition:
         """A round's trajectory [T, B] with what the window keeps, in its dtypes."""
-        kept = traj._replace(extras={}, memory=None)
+        memory = None if self.example.memory is None else traj.memory
+        kept = traj._replace(extras={}, memory=memory)
         return jax.tree.map(lambda x, like: np.asarray(x, like.dtype), kept, self.example)
 
     def _round(self, learner, replay, window, traj, env_steps, key, obs_stats):
         window = _concat(window, traj)
         steps = window.reward.shape[0]
-        if steps >= self.n:  # static: false only in the first rounds when T < n
+        if item_starts(self.use, steps):  # static: none only in the first rounds when T < n or L
             replay = self.stage.store(replay, window)
         else:  # nothing stored yet: wait (the stage learns from env_steps >= learning_starts)
             env_steps = jnp.minimum(env_steps, self.learning_starts - 1)
@@ -143,7 +172,7 @@ class ReplayLearner:
         learner, replay, metrics, learned = self.stage.learn(
             agent_learn, learner, replay, env_steps, key
         )
-        keep = min(self.n - 1, steps)
+        keep = unstored_steps(self.use, steps)
         carried = jax.tree.map(lambda x: x[steps - keep :], window) if keep else None
         return learner, ReplayCarry(replay, carried), metrics, learned
 

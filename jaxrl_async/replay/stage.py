@@ -34,7 +34,7 @@ import jax.numpy as jnp
 
 from jaxrl_async.agents.returns import nstep_returns
 from jaxrl_async.replay import prioritized, ring
-from jaxrl_async.replay.sequences import window_sequences
+from jaxrl_async.replay.sequences import sequence_starts, window_sequences
 from jaxrl_async.types import LearnFn, NStepTransition, ReplayUse
 
 
@@ -58,6 +58,29 @@ def nstep_transitions(window, n: int, gamma: float) -> NStepTransition:
         discounts,
         jax.tree.map(bootstrap, window.next_obs, window.obs),
     )
+
+
+def item_stride(use: ReplayUse) -> int:
+    """Steps between consecutive items of one env: 1 (n-step transitions), or a
+    sequence's stride L - overlap."""
+    if use.sequence_length:
+        return use.sequence_length - use.sequence_overlap
+    return 1
+
+
+def item_starts(use: ReplayUse, window_len: int) -> list[int]:
+    """The window positions where the items `store` takes from a window of `window_len`
+    steps start: 0, stride, ... while an item's steps (n, or L) fit in the window."""
+    return sequence_starts(window_len, use.sequence_length or use.n_step, item_stride(use))
+
+
+def unstored_steps(use: ReplayUse, window_len: int) -> int:
+    """The steps of a window of `window_len` steps from the first item start it does not
+    store on (all of them while it stores none). A window with no look-ahead (the host
+    executor's rounds, which have no prefill) carries these into the next one, so every
+    item is stored exactly once and items start at the env steps they start at in the
+    JAX pipeline: 0, stride, 2·stride, ... of each env's stream."""
+    return window_len - len(item_starts(use, window_len)) * item_stride(use)
 
 
 class ReplayStage(NamedTuple):

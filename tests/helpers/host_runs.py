@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 
+import jax
 import numpy as np
 
 from jaxrl_async.config.loader import load_config
@@ -106,3 +107,26 @@ def random_trajectory(rng, T: int, B: int, extras: bool = True) -> Transition:
         extras={"epsilon": np.ones((T, B), np.float32)} if extras else {},
         version=np.zeros((T, B), np.int32),
     )
+
+
+def record_executors(monkeypatch) -> list[dict]:
+    """Each host run's Executor from now on, recorded: {"start": the Start it was given
+    (None: a fresh run), "last": the Progress after its last round}, as host arrays (a
+    run updates its replay in place: donated buffers)."""
+    from jaxrl_async.training import host_engine
+
+    calls: list[dict] = []
+
+    class Recording(host_engine.Executor):
+        def __init__(self, config, agent, envs, start=None, **kwargs):
+            super().__init__(config, agent, envs, start, **kwargs)
+            calls.append({"start": jax.tree.map(np.asarray, start)})
+
+        def step(self, progress):
+            stepped = super().step(progress)
+            if stepped is not None:
+                calls[-1]["last"] = jax.tree.map(np.asarray, stepped[0])
+            return stepped
+
+    monkeypatch.setattr(host_engine, "Executor", Recording)
+    return calls
