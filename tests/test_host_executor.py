@@ -223,7 +223,6 @@ def test_actor_threads_do_not_change_the_run():
     ("overrides", "match"),
     [
         (["pipeline.actor_threads=5"], "actor_threads=5 exceeds env.num_envs=4"),
-        (["train.num_seeds=2"], "train.num_seeds > 1"),
         (["eval.every=64", "eval.video=true"], "eval.video is not supported"),
         (["pipeline.devices=3"], "num_envs=4 does not split over 3 learner devices"),
         (

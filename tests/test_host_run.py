@@ -80,7 +80,7 @@ def test_checkpoint_holds_the_exact_learner_state(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        (["train.num_seeds=2"], "train.num_seeds > 1 is not supported"),
+        (["eval.every=64", "eval.video=true"], "eval.video is not supported"),
         (["pipeline.actor_threads=8"], "exceeds env.num_envs=4"),
         (["env.stall_seconds=-1"], "env.stall_seconds must be >= 0"),
     ],
@@ -94,11 +94,25 @@ def test_refused_before_anything_is_written(tmp_path, overrides, match):
     assert not run.exists()
 
 
-def test_sweep_of_a_host_env_refused(tmp_path):
+def test_sweep_of_a_host_env_from_the_command_line(tmp_path):
+    """Two learning rates x two seeds on a host env: one program of four runs, each point
+    with its own directory, records and summary, and sweep.json ranks them."""
+    sweep_dir = tmp_path / "sweep"
     code, err = run_cli_in_process(
-        "sweep", *corridor_args("agent.learning_rate=[1e-4,1e-3]"), cwd=tmp_path
+        "sweep",
+        *corridor_args(
+            "agent.learning_rate=[1e-4,1e-3]", "train.num_seeds=2", "train.total_steps=160"
+        ),
+        "--sweep-dir",
+        str(sweep_dir),
+        cwd=tmp_path,
     )
-    assert code == 2 and "sweeps are not supported" in err, err
+    assert code == 0, err
+    points = json.loads((sweep_dir / "sweep.json").read_text())["points"]
+    assert len(points) == 2
+    for point in points:
+        assert len(point["final_return_seeds"]) == 2
+        assert records(sweep_dir / point["run_dir"])[-1]["env_steps"] == 160
 
 
 def test_env_failure_ends_the_run_in_one_line_and_keeps_the_checkpoint(tmp_path):

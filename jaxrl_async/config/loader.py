@@ -282,7 +282,6 @@ def _validate_host(config: Config) -> None:
     starts."""
     env, pipeline = config.env, config.pipeline
     refusals = [
-        (config.train.num_seeds != 1, "train.num_seeds > 1 is not supported (one run per process)"),
         (
             config.eval.video,
             "eval.video is not supported (the periodic evaluation's envs are not built to "

@@ -31,7 +31,7 @@ import numpy as np
 
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.host_env import HostStep
-from jaxrl_async.host.obs_norm import ObsStats, moments, normalize
+from jaxrl_async.host.obs_norm import ObsStats, moments, normalize, seed_slice
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.stall import Doing
 from jaxrl_async.host.stopping import RunStop, put
@@ -63,6 +63,9 @@ class ActorPlan(NamedTuple):
     device: Any = None  # where it acts (None: JAX's default device)
     first_round: int = 0  # where it starts: 0, or the round a resumed run continues at
     raw_obs: bool = False  # trajectories of raw observations (a replay's) under statistics
+    # train.num_seeds > 1: the run (seed) it acts for, its slice of the seed-stacked
+    # parameters and statistics the learner publishes; None: a run of one seed
+    seed_index: int | None = None
 
 
 def reset_seed(plan: ActorPlan) -> int:
@@ -202,6 +205,15 @@ def _episodes(host_steps: list[HostStep]) -> tuple[np.ndarray, np.ndarray]:
     return returns.astype(np.float64), lengths.astype(np.int64)
 
 
+def _for_seed(published, seed_index: int | None) -> tuple[Any, ObsStats | None]:
+    """(parameters, statistics) of run `seed_index` of seed-stacked ones (None: as they are)."""
+    if seed_index is None:
+        return published.params, published.obs_stats
+    stats = published.obs_stats
+    params = jax.tree.map(lambda x: x[seed_index], published.params)
+    return params, None if stats is None else seed_slice(stats, seed_index)
+
+
 class Exchange(NamedTuple):
     """What the learner shares with every actor thread: the parameters it publishes per
     round slot, and the run's stop (set by either side)."""
@@ -241,8 +253,9 @@ def run_actor(
                 published = store.wait(slot, stop)
                 if published is None:
                     return
-                params = jax.device_put(published.params, device)
-                acting = Acting(params, published.version, published.obs_stats, plan.raw_obs)
+                params, stats = _for_seed(published, plan.seed_index)
+                params = jax.device_put(params, device)
+                acting = Acting(params, published.version, stats, plan.raw_obs)
                 acting_slot = slot
             assert acting is not None
             first_obs = start[0]

@@ -54,30 +54,33 @@ from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, make_policy,
 from jaxrl_async.host.by_name import HOST_NAMES, make_run_env
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.mesh_learn import mesh_learn, one_device
-from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge
+from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge, stack
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.placement import host_devices, host_mesh
 from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.round_times import RoundTimes
+from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.host.stall import Doing, StallWatch
 from jaxrl_async.host.stopping import RunStop, get
 from jaxrl_async.pipeline.sharding import AXIS
 from jaxrl_async.run.divergence import param_abs_max
-from jaxrl_async.types import Agent, BuildContext, LearnFn
+from jaxrl_async.types import Agent, BuildContext, LearnFn, Transition
 
 JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
 
 
 def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
-    """One host env per actor thread (`pipeline.actor_threads`) over its slice of
-    `env.num_envs` (same-step autoreset, so that every step is a transition; observations
-    masked by env.mask_obs, `by_name.make_run_env`). The config was validated when loaded
-    (`config._validate_host`): what the executor does not run is refused there."""
+    """One host env per actor thread (`pipeline.actor_threads` a seed, for each of
+    train.num_seeds) over its slice of `env.num_envs` (same-step autoreset, so that every
+    step is a transition; observations masked by env.mask_obs, `by_name.make_run_env`).
+    The config was validated when loaded (`config._validate_host`): what the executor
+    does not run is refused there."""
     if not config.env.host:
         raise ConfigError(f"env.name must be a host env ({HOST_NAMES}) for the host executor")
     host_devices(config)  # too few devices for the run: refused before any env is built
     threads = config.pipeline.actor_threads
     sizes = [len(s) for s in np.array_split(np.arange(config.env.num_envs), threads)]
+    sizes *= config.train.num_seeds  # each seed's own envs (`seeds.py`), seed by seed
     envs: list[GymnasiumVecEnv] = []
     try:
         for size in sizes:
@@ -124,6 +127,7 @@ class Learner(NamedTuple):
     rounds: int  # the round the run ends before: one update per round
     replay: ReplayLearner | None = None  # off-policy agents: the replay's learner step
     batch_at: Any = None  # where a round's trajectory goes (split on B); None: `device`
+    seeds: tuple[int, ...] | None = None  # seed-batched runs' seeds (`seeds.py`); None: one
 
 
 class Progress(NamedTuple):
@@ -161,38 +165,72 @@ def next_round(
     return parts
 
 
-def round_record(parts: list[Trajectory], r: int, batch: int) -> dict:
+def round_record(parts: list[Trajectory], r: int, batch: int, runs: int | None = None) -> dict:
     """What a round tells the callbacks before the update: its tags, its episodes (the
-    sums are what `runlog` aggregates), the actors' time in the env and the policy."""
+    sums are what `runlog` aggregates; each run's [N] where `runs` seeds side by side
+    hand in their actors' parts in turn), the actors' time in the env and the policy."""
     returns = np.concatenate([p.episode_returns for p in parts])
-    lengths = np.concatenate([p.episode_lengths for p in parts])
+    groups = [parts] if runs is None else _by_run(parts, runs)
+    sums = {
+        "episodes": [sum(p.episode_returns.size for p in g) for g in groups],
+        "episode_return_sum": [sum(float(p.episode_returns.sum()) for p in g) for g in groups],
+        "episode_length_sum": [sum(float(p.episode_lengths.sum()) for p in g) for g in groups],
+    }
     return {
         "round": r,
         "env_steps": (r + 1) * batch,
         "versions": [np.unique(p.traj.version).tolist() for p in parts],
-        "episodes": int(returns.size),
         "episode_return": float(returns.mean()) if returns.size else math.nan,
-        "episode_return_sum": float(returns.sum()),
-        "episode_length_sum": float(lengths.sum()),
+        **{k: v[0] if runs is None else np.asarray(v, np.float64) for k, v in sums.items()},
         "actor_env_seconds": max(p.env_seconds for p in parts),
         "actor_policy_seconds": max(p.policy_seconds for p in parts),
     }
 
 
+def _by_run(parts: list, runs: int) -> list[list]:
+    """Parts of `runs` seed-batched runs, each run's actors in turn, grouped by run."""
+    per_run = len(parts) // runs
+    return [parts[k * per_run : (k + 1) * per_run] for k in range(runs)]
+
+
+def _joined(parts: list[Trajectory], runs: int | None) -> Transition:
+    """A round's trajectories joined over envs into [T, B] (each run's, stacked [N, T, B]
+    where `runs` seeds run side by side)."""
+
+    def join(group):
+        return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *[p.traj for p in group])
+
+    if runs is None:
+        return join(parts)
+    return jax.tree.map(lambda *xs: np.stack(xs), *[join(g) for g in _by_run(parts, runs)])
+
+
+def _merged_stats(obs_stats: ObsStats | None, parts: list[Trajectory], runs: int | None):
+    """The statistics with the round's moments merged in actor order (each run's its own
+    actors' where runs run side by side)."""
+    if obs_stats is None:
+        return None
+    groups = [[p] for p in parts] if runs is None else list(zip(*_by_run(parts, runs)))
+    for group in groups:  # in actor order, whatever order they arrived in
+        moments = [p.obs_moments for p in group if p.obs_moments is not None]
+        if len(moments) == len(group):
+            obs_stats = merge(obs_stats, moments[0] if runs is None else stack(moments))
+    return obs_stats
+
+
 def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r: int):
     """(progress, metrics): the agent's update on round r (all actors' trajectories
-    joined over envs into [T, B]), skipped when older than `max_staleness`. The
-    observation statistics merge the round's moments first: an off-policy learner
-    normalises its sampled batches with them (`ReplayLearner.learn`)."""
-    traj = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *[p.traj for p in parts])
+    joined over envs into [T, B]; seed-batched runs' each their own), skipped when older
+    than `max_staleness`. The observation statistics merge the round's moments first: an
+    off-policy learner normalises its sampled batches with them (`ReplayLearner.learn`).
+    Metrics are floats, or each run's [N] for seed-batched runs."""
+    runs = None if learner.seeds is None else len(learner.seeds)
+    traj = _joined(parts, runs)
     staleness = progress.updates - int(traj.version.min())
     skip = 0 <= learner.max_staleness < staleness
     state, updates, replay, metrics = progress.state, progress.updates, progress.replay, {}
-    key = jax.random.fold_in(learner.key, r)
-    obs_stats = progress.obs_stats
-    for part in parts:  # in actor order, whatever order they arrived in
-        if obs_stats is not None and part.obs_moments is not None:
-            obs_stats = merge(obs_stats, part.obs_moments)
+    key = fold(learner.key, r)
+    obs_stats = _merged_stats(progress.obs_stats, parts, runs)
     if learner.replay is not None:  # off-policy (max_staleness is refused for these)
         # raw observations stored; the batches normalised with every round's statistics
         state, replay, metrics, learned = learner.replay.learn(
@@ -206,8 +244,9 @@ def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r
         state, metrics = learned.state, learned.metrics
         updates += 1
     returns = progress.episode_returns + [p.episode_returns for p in parts]
+    value = float if runs is None else np.asarray
     metrics = {
-        **{k: float(v) for k, v in jax.device_get(metrics).items()},
+        **{k: value(v) for k, v in jax.device_get(metrics).items()},
         "policy_lag": float(staleness),
         "skipped_updates": float(skip),
     }
@@ -220,22 +259,29 @@ def start_actors(
     config: Config,
     exchange: Exchange,
     first_round: int,
+    seeds: tuple[int, ...] | None = None,
 ) -> tuple[list[threading.Thread], list[queue.Queue], list[Doing]]:
     """One daemon thread per env from `first_round` on, each with its own queue of
-    lag + 1 trajectories and where it is (`stall.Doing`)."""
-    act_key = jax.random.fold_in(jax.random.key(config.train.seed, impl=config.prng_impl), 1)
+    lag + 1 trajectories and where it is (`stall.Doing`); seed-batched runs' (`seeds`)
+    in turn, each run's actors with its seed's keys and resets."""
     threads, queues, doing, first_env = [], [], [], 0
+    per_run = len(envs) if seeds is None else len(envs) // len(seeds)
     for k, env in enumerate(envs):
+        run = k // per_run
+        seed = config.train.seed if seeds is None else seeds[run]
+        act_key = jax.random.fold_in(jax.random.key(seed, impl=config.prng_impl), 1)
+        first_env = 0 if k % per_run == 0 else first_env
         plan = ActorPlan(
             k,
             first_env,
             config.env.num_envs,
             config.num_updates,
             config.pipeline.rollout_len,
-            config.train.seed,
+            seed,
             device=host_devices(config)[0],
             first_round=first_round,
             raw_obs=agent.data == "replay",
+            seed_index=None if seeds is None else run,
         )
         q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
         policy = make_policy(agent, act_key, plan, env.num_envs)
@@ -259,7 +305,8 @@ class Executor:
     """A host run's actors, started, and the learner's step over their rounds.
 
     `Executor(config, agent, envs, start)` starts one actor thread per env from
-    `start.round` (envs reset fresh) with `start`'s parameters published; each `step`
+    `start.round` (envs reset fresh) with `start`'s parameters published (the runs of
+    `seeds`, or train.num_seeds, side by side: `seeds.py`); each `step`
     consumes the next round of every actor, learns from it and publishes slot r + 1.
     `close` stops the threads and re-raises an actor's failure as its ActorError. The
     run loop (`training/host_engine.py`) and `run_executor` drive the same steps."""
@@ -273,18 +320,20 @@ class Executor:
         *,
         stop: threading.Event | None = None,
         warn: Callable[[str], None] | None = None,
+        seeds: Sequence[int] | None = None,
     ):
-        key = jax.random.key(config.train.seed, impl=config.prng_impl)
-        self.learner = make_learner(config, agent, envs[0].spec, key)
+        self.seeds = run_seeds(config, seeds)
+        key = run_key(config, self.seeds)
+        self.learner = make_learner(config, agent, envs[0].spec, key, self.seeds)
         self.start = _ready(start, config, agent, envs[0].spec, self.learner, key)
         self.stop = RunStop(stop)
-        self._abs_max = jax.jit(param_abs_max)
+        self._abs_max = jax.jit(batched(param_abs_max, self.seeds))
         store = ParamStore(config.pipeline.lag, self.start.round)
         params = one_device(self.start.state.params)
         store.publish(self.start.round, params, self.start.updates, self.start.obs_stats)
         self.exchange = Exchange(store, self.stop)
         self.threads, self.queues, doing = start_actors(
-            agent, envs, config, self.exchange, self.start.round
+            agent, envs, config, self.exchange, self.start.round, self.seeds
         )
         names = [env.name for env in envs]
         self.watch = StallWatch(
@@ -308,8 +357,9 @@ class Executor:
         if parts is None:
             return None
         learning = time.perf_counter()
-        self.batch = sum(p.traj.reward.size for p in parts)
-        record = round_record(parts, r, self.batch)
+        runs = None if self.seeds is None else len(self.seeds)
+        self.batch = sum(p.traj.reward.size for p in parts) // (runs or 1)  # a run's
+        record = round_record(parts, r, self.batch, runs)
         progress, metrics = learn_round(self.learner, progress, parts, r)
         params = one_device(progress.state.params)
         self.exchange.store.publish(r + 1, params, progress.updates, progress.obs_stats)
@@ -320,7 +370,8 @@ class Executor:
             self.times.first_done = time.perf_counter()
         self.lags.append(metrics["policy_lag"])
         record = {**record, **metrics, "updates": progress.updates}
-        record["param_abs_max"] = float(self._abs_max(progress.state.params))
+        abs_max = jax.device_get(self._abs_max(progress.state.params))
+        record["param_abs_max"] = float(abs_max) if runs is None else abs_max
         return progress, record
 
     def stats(self) -> dict:
@@ -353,19 +404,23 @@ def final_return(episode_returns: list, window: int) -> float | None:
     return float(returns[-window:].mean()) if returns.size else None
 
 
-def make_learner(config: Config, agent: Agent, spec, key: jax.Array) -> Learner:
-    """The learner of a run of `config` (`key`: the run's key) on its mesh
-    (`placement.host_mesh`); off-policy, with the replay's learner step for envs of
-    `spec` (on one device: `config.host_devices` refuses more)."""
-    placed = mesh_learn(agent.learn, host_mesh(config))
+def make_learner(
+    config: Config, agent: Agent, spec, key: jax.Array, seeds: tuple[int, ...] | None = None
+) -> Learner:
+    """The learner of a run of `config` (`key`: the run's key; seed-batched runs' keys
+    [N] with `seeds`, their learners vmapped) on its mesh (`placement.host_mesh`);
+    off-policy, with the replay's learner step for envs of `spec` (on one device:
+    `config.host_devices` refuses more)."""
+    placed = mesh_learn(batched(agent.learn, seeds), host_mesh(config), seeds is not None)
     return Learner(
         placed.learn,
-        jax.random.fold_in(key, 2),
+        fold(key, 2),
         config.pipeline.max_staleness,
         placed.state_at,
         config.num_updates,
-        ReplayLearner(agent, config, spec) if agent.data == "replay" else None,
+        ReplayLearner(agent, config, spec, seeds) if agent.data == "replay" else None,
         placed.batch_at,
+        seeds,
     )
 
 
@@ -379,17 +434,20 @@ def record_hook(callback: Callable[[dict], None]) -> Callable[[Progress, dict], 
 
 
 def _ready(start: Start | None, config: Config, agent: Agent, spec, learner: Learner, key) -> Start:
-    """`start` (default: a fresh learner state) on the learner's device, with a fresh
-    replay and fresh observation statistics where the run needs them and has none."""
+    """`start` (default: a fresh learner state, each seed-batched run's) on the learner's
+    device, with a fresh replay and fresh observation statistics where the run needs
+    them and has none."""
+    seeds = learner.seeds
     if start is None:
-        start = Start(jax.jit(agent.init)(jax.random.fold_in(key, 0)))
+        start = Start(jax.jit(batched(agent.init, seeds))(fold(key, 0)))
     # Committed to the learner's device, as learn's outputs are: else the second update
     # compiles learn again (committed and uncommitted inputs are distinct programs).
     start = start._replace(state=jax.device_put(start.state, learner.device))
     if learner.replay is not None and start.replay is None:
         start = start._replace(replay=learner.replay.init())
     if config.env.normalize_obs and start.obs_stats is None:
-        start = start._replace(obs_stats=initial_stats(spec.obs_shape))
+        runs = None if seeds is None else len(seeds)
+        start = start._replace(obs_stats=initial_stats(spec.obs_shape, runs))
     return start
 
 

@@ -15,7 +15,8 @@ from jaxrl_async.pipeline import footprint as memory
 
 
 def host_footprint(config: Config, agent, spec) -> memory.Footprint:
-    """The learner device's bytes: the learner state and, off-policy, the replay."""
+    """The learner device's bytes: the learner state and, off-policy, the replay, each
+    train.num_seeds times (seed-batched runs each hold their own, `seeds.py`)."""
     key = jax.eval_shape(lambda: jax.random.key(config.train.seed, impl=config.prng_impl))
     learner = jax.eval_shape(agent.init, key)
     parts = memory.learner_parts(learner)
@@ -26,4 +27,5 @@ def host_footprint(config: Config, agent, spec) -> memory.Footprint:
         replay = jax.eval_shape(lambda: ReplayLearner(agent, config, spec).init().replay)
         parts["replay"] = sum(memory.device_bytes(x) for x in jax.tree.leaves(replay))
         total += parts["replay"]
-    return memory.Footprint(parts, 0, total)
+    runs = config.train.num_seeds
+    return memory.Footprint({k: runs * v for k, v in parts.items()}, 0, runs * total)

@@ -25,6 +25,7 @@ from jaxrl_async.pipeline.sharding import AXIS
 from jaxrl_async.types import LearnFn
 
 TRAJECTORY = P(None, AXIS)  # [T, B, ...]: envs split over the devices
+SEEDS_TRAJECTORY = P(None, None, AXIS)  # seed-batched runs' [N, T, B, ...]
 
 
 class MeshLearn(NamedTuple):
@@ -35,14 +36,16 @@ class MeshLearn(NamedTuple):
     batch_at: Any  # a round's trajectory's: split on B over the mesh
 
 
-def mesh_learn(learn: LearnFn, mesh: jax.sharding.Mesh) -> MeshLearn:
+def mesh_learn(learn: LearnFn, mesh: jax.sharding.Mesh, seeds: bool = False) -> MeshLearn:
     """`learn` (an agent's, built with axis_name=AXIS where the mesh has more than one
-    device) jitted over `mesh`."""
+    device) jitted over `mesh`; with `seeds`, a vmapped one, whose trajectories
+    [N, T, B, ...] split on B."""
     if mesh.size == 1:
         one = SingleDeviceSharding(mesh.devices.flat[0])
         return MeshLearn(jax.jit(learn), one, one)
-    mapped = on_mesh(mesh, learn, (P(), TRAJECTORY, P()), P())
-    return MeshLearn(jax.jit(mapped), NamedSharding(mesh, P()), NamedSharding(mesh, TRAJECTORY))
+    batch = SEEDS_TRAJECTORY if seeds else TRAJECTORY
+    mapped = on_mesh(mesh, learn, (P(), batch, P()), P())
+    return MeshLearn(jax.jit(mapped), NamedSharding(mesh, P()), NamedSharding(mesh, batch))
 
 
 def one_device(tree: Any) -> Any:

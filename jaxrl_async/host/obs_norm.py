@@ -23,32 +23,51 @@ CLIP, EPS, PRIOR_COUNT = 10.0, 1e-8, 1e-4
 
 
 class ObsStats(NamedTuple):
-    mean: np.ndarray  # float64, the shape of one observation
+    """One run's statistics, or (train.num_seeds > 1) each seed's stacked on a leading
+    axis [N]: every function here takes either."""
+
+    mean: np.ndarray  # float64, the shape of one observation ([N, ...]: each seed's)
     var: np.ndarray
-    n: np.float64  # the observations counted (the prior's 1e-4 included)
+    n: np.ndarray  # float64, the observations counted (the prior's 1e-4 included)
 
 
-def initial_stats(obs_shape: object) -> ObsStats:
+def initial_stats(obs_shape: object, seeds: int | None = None) -> ObsStats:
     """The statistics before any observation, for array observations of `obs_shape` (a
-    dict observation is refused before a run starts, `executor.make_host_agent`)."""
+    dict observation is refused before a run starts, `executor.make_host_agent`), for
+    one run or (`seeds`) stacked for that many."""
     assert isinstance(obs_shape, tuple), obs_shape
-    return ObsStats(np.zeros(obs_shape), np.ones(obs_shape), np.float64(PRIOR_COUNT))
+    lead = () if seeds is None else (seeds,)
+    shape = (*lead, *obs_shape)
+    return ObsStats(np.zeros(shape), np.ones(shape), np.full(lead, PRIOR_COUNT, np.float64))
+
+
+def seed_slice(stats: ObsStats, k: int) -> ObsStats:
+    """Seed k's statistics of seed-stacked ones."""
+    return ObsStats(stats.mean[k], stats.var[k], stats.n[k])
+
+
+def stack(stats: list[ObsStats]) -> ObsStats:
+    """Runs' statistics (or moments) stacked on a leading seed axis."""
+    return ObsStats(*(np.stack(field) for field in zip(*stats)))
 
 
 def moments(obs: np.ndarray, obs_shape: tuple[int, ...]) -> ObsStats:
     """The mean, variance and count of a batch of observations [..., *obs_shape]."""
     flat = obs.reshape(-1, *obs_shape).astype(np.float64)
-    return ObsStats(flat.mean(0), flat.var(0), np.float64(len(flat)))
+    return ObsStats(flat.mean(0), flat.var(0), np.asarray(len(flat), np.float64))
 
 
 def merge(stats: ObsStats, batch: ObsStats) -> ObsStats:
-    """`stats` updated with a batch's moments (Chan et al.'s parallel variance)."""
-    total = stats.n + batch.n
+    """`stats` updated with a batch's moments (Chan et al.'s parallel variance); stacked
+    ones seed by seed."""
+    shape = np.shape(stats.n) + (1,) * (np.ndim(stats.mean) - np.ndim(stats.n))
+    n, m = np.reshape(stats.n, shape), np.reshape(batch.n, shape)  # against the means
+    total = n + m
     delta = batch.mean - stats.mean
-    mean = stats.mean + delta * batch.n / total
-    m2 = stats.var * stats.n + batch.var * batch.n
-    m2 = m2 + np.square(delta) * stats.n * batch.n / total
-    return ObsStats(mean, m2 / total, np.float64(total))
+    mean = stats.mean + delta * m / total
+    m2 = stats.var * n + batch.var * m
+    m2 = m2 + np.square(delta) * n * m / total
+    return ObsStats(mean, m2 / total, np.asarray(stats.n + batch.n, np.float64))
 
 
 def normalize(stats: ObsStats, obs: np.ndarray) -> np.ndarray:
@@ -60,4 +79,4 @@ def normalize(stats: ObsStats, obs: np.ndarray) -> np.ndarray:
 def from_saved(saved: dict) -> ObsStats:
     """The statistics a checkpoint holds (`ObsStats._asdict()`, restored)."""
     mean, var = np.asarray(saved["mean"], np.float64), np.asarray(saved["var"], np.float64)
-    return ObsStats(mean, var, np.float64(saved["n"]))
+    return ObsStats(mean, var, np.asarray(saved["n"], np.float64))

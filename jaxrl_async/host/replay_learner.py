@@ -106,9 +106,11 @@ def _concat(a, b):
 
 
 class ReplayLearner:
-    """The off-policy learner's step and state, for `agent` on envs of `spec`."""
+    """The off-policy learner's step and state, for `agent` on envs of `spec`; for
+    seed-batched runs (`seeds`, `seeds.py`) each run's replay and window, stacked on a
+    leading axis, and the step vmapped over them."""
 
-    def __init__(self, agent: Agent, config, spec):
+    def __init__(self, agent: Agent, config, spec, seeds: tuple[int, ...] | None = None):
         assert agent.replay is not None and agent.data == "replay"
         self.use = agent.replay
         self.rollout_len = config.pipeline.rollout_len
@@ -125,7 +127,10 @@ class ReplayLearner:
         # a copy of it every round would cost more than the round's updates once it holds
         # image frames.
         self._agent_learn = agent.learn
-        self._step = jax.jit(self._round, donate_argnums=(1,))
+        self.runs = None if seeds is None else len(seeds)
+        # every run's window, trajectory, key and statistics its own; the env steps shared
+        step = self._round if seeds is None else jax.vmap(self._round, (0, 0, 0, 0, None, 0, 0))
+        self._step = jax.jit(step, donate_argnums=(1,))
 
     def carried_steps(self, rounds: int) -> int:
         """The steps the window carries after `rounds` rounds: each round's window (the
@@ -142,16 +147,27 @@ class ReplayLearner:
     def _zeros_window(self, steps: int):
         return jax.tree.map(lambda x: np.repeat(x, steps, axis=0), self.example)
 
+    def _each_run(self, tree):
+        """`tree` for every run of seed-batched ones (a copy each), or as it is."""
+        runs = self.runs
+        if runs is None:
+            return tree
+        return jax.tree.map(lambda x: np.repeat(np.asarray(x)[None], runs, axis=0), tree)
+
     def init(self) -> ReplayCarry:
-        """An empty replay and no carried window (a fresh run)."""
+        """An empty replay and no carried window (a fresh run; every run's)."""
         item = self.stage.example(self._zeros_window(self.use.sequence_length or self.use.n_step))
-        return ReplayCarry(jax.jit(self.stage.init)(item), None)
+        init = self.stage.init
+        if self.runs is not None:
+            init = jax.vmap(self.stage.init, in_axes=None, axis_size=self.runs)
+        return ReplayCarry(jax.jit(init)(item), None)
 
     def template(self, rounds: int) -> ReplayCarry:
         """A ReplayCarry shaped as after `rounds` rounds (a checkpoint's template)."""
         fresh = self.init()
         steps = self.carried_steps(rounds)
-        return fresh._replace(window=self._zeros_window(steps) if steps else None)
+        window = self._each_run(self._zeros_window(steps)) if steps else None
+        return fresh._replace(window=window)
 
     def as_window(self, traj: Transition) -> Transition:
         """A round's trajectory [T, B] with what the window keeps, in its dtypes."""
@@ -194,4 +210,4 @@ class ReplayLearner:
             learner, carry.replay, carry.window, self.as_window(traj), env_steps, key, stats
         )
         metrics = {**metrics, "learning": learned.astype(jnp.float32)}
-        return learner, carry, metrics, bool(learned)
+        return learner, carry, metrics, bool(jnp.any(learned))  # every run's alike

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jax
+import numpy as np
 
 from jaxrl_async.config.host_devices import host_learner_devices
 from jaxrl_async.config.loader import Config
@@ -49,10 +50,12 @@ from jaxrl_async.host.obs_norm import from_saved, initial_stats
 from jaxrl_async.host.placement import host_devices
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
 from jaxrl_async.host.saved import saved_state
+from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.pipeline.footprint import check_fits
 from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.run import rundir
 from jaxrl_async.training.engine import Advanced, EngineKind, Untimed
+from jaxrl_async.training.hparams import RunGroup, learner_with_hparams
 from jaxrl_async.training.plan import RunPlan
 
 # Per-round keys of the executor's records that are not metrics to average.
@@ -64,8 +67,15 @@ class HostEngine:
 
     kind: EngineKind = "host"
 
-    def __init__(self, config: Config, plan: RunPlan, stop: threading.Event | None = None):
-        self.config, self.plan = config, plan
+    def __init__(
+        self,
+        config: Config,
+        plan: RunPlan,
+        group: RunGroup | None = None,
+        stop: threading.Event | None = None,
+    ):
+        self.config, self.plan, self.group = config, plan, group
+        self.seeds = run_seeds(config, None if group is None else group.seeds)
         self.stop = stop if stop is not None else threading.Event()
         self.on_interrupt = self.stop.set
         self.devices = list(dict.fromkeys(host_devices(config)))  # actors', learner's
@@ -89,20 +99,30 @@ class HostEngine:
         checkpoint restored into its layout; the state the loop carries is the
         executor's Progress."""
         start = self._restore(run_dir) if self.plan.point is not None else None
+        if start is None and self.group is not None and self.group.hparams:
+            start = self._with_hparams(self.group.hparams)
         self.executor = Executor(
-            self.config, self.agent, self.envs, start, stop=self.stop, warn=warn
+            self.config, self.agent, self.envs, start, stop=self.stop, warn=warn, seeds=self.seeds
         )
         return self.executor.progress()
+
+    def _fresh(self):
+        """A fresh learner state (every seed-batched run's)."""
+        key = fold(run_key(self.config, self.seeds), 0)
+        return jax.jit(batched(self.agent.init, self.seeds))(key)
+
+    def _with_hparams(self, hparams) -> Start:
+        """A fresh start whose runs learn with a sweep group's hyperparameters."""
+        return Start(learner_with_hparams(self._fresh(), hparams))
 
     def _restore(self, run_dir: Path | None) -> Start:
         assert run_dir is not None and self.plan.point is not None
         config, agent, spec, point = self.config, self.agent, self.envs[0].spec, self.plan.point
-        key = jax.random.key(config.train.seed, impl=config.prng_impl)
-        state = jax.jit(agent.init)(jax.random.fold_in(key, 0))
+        state, runs = self._fresh(), None if self.seeds is None else len(self.seeds)
         replay = None
         if agent.data == "replay":
-            replay = ReplayLearner(agent, config, spec).template(point.calls)
-        stats = initial_stats(spec.obs_shape) if config.env.normalize_obs else None
+            replay = ReplayLearner(agent, config, spec, self.seeds).template(point.calls)
+        stats = initial_stats(spec.obs_shape, runs) if config.env.normalize_obs else None
         like = saved_state(state, 0, replay, stats)
         started = time.perf_counter()
         restored, _ = ckpt.restore(rundir.checkpoint_dir(run_dir), like, step=point.step)
@@ -130,6 +150,9 @@ class HostEngine:
         progress, record = stepped
         metrics = {k: v for k, v in record.items() if k not in _NOT_LOGGED}
         metrics["policy_lag_max"] = metrics["policy_lag"]
+        if self.seeds is not None:  # each run's [N], one call's [N, 1] as a JAX run's
+            runs = len(self.seeds)
+            metrics = {k: np.broadcast_to(v, (runs,))[:, None] for k, v in metrics.items()}
         return Advanced(progress._replace(episode_returns=[]), metrics)
 
     def checkpoint(self, state: Progress):

@@ -9,16 +9,13 @@ initialised, or a resumed run's checkpoint restored into a fresh state's layout.
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
-import numpy as np
 
 from jaxrl_async.config.loader import Config
-from jaxrl_async.errors import UserError
 from jaxrl_async.evaluation.evaluate import Evaluation
 from jaxrl_async.pipeline.build import build_pipeline
 from jaxrl_async.pipeline.footprint import check_run_fits
@@ -35,23 +32,8 @@ from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.run import rundir
 from jaxrl_async.run.compile_cache import CACHE
 from jaxrl_async.training.engine import Advanced, EngineKind, Untimed
-from jaxrl_async.training.log import Point
+from jaxrl_async.training.hparams import RunGroup, learner_with_hparams
 from jaxrl_async.training.plan import RunPlan
-
-
-@dataclasses.dataclass(frozen=True)
-class RunGroup:
-    """Runs that differ in seed and hyperparameter values but share one compiled program
-    (a sweep's structural group, `sweeps.py`): the config's train.num_seeds counts them all.
-
-    Run k starts from key `seeds[k]` (a point's seeds repeat the single run's, so point p
-    equals that run up to float rounding) and trains with `hparams[field][k]` for each
-    swept field of the agent (its SWEEPABLE ones, traced values of the learner state).
-    """
-
-    seeds: tuple[int, ...]
-    hparams: dict[str, tuple[float, ...]]
-    points: tuple[Point, ...]
 
 
 class ProgramEngine:
@@ -117,7 +99,8 @@ class ProgramEngine:
         elif plan.point is None:
             state, self.chunk = init_and_compile(pipeline, key, plan.ticks, options)
             if self.group is not None:
-                state = with_hparams(state, self.group.hparams)
+                learner = learner_with_hparams(state.learner, self.group.hparams)
+                state = state.replace(learner=learner)
         else:  # the checkpoint supplies the state: init is traced for its layout, never run
             state = jax.jit(pipeline.init).lower(key).out_info
         if plan.point is not None:
@@ -182,19 +165,3 @@ def _evaluation_class(config: Config) -> type[Evaluation]:
     from jaxrl_async.evaluation.periodic import RecordingEvaluation
 
     return RecordingEvaluation
-
-
-def with_hparams(state, hparams: Mapping[str, Sequence[float]]):
-    """`state` with the learner's hyperparameters set per run ([N] values a field), placed
-    as the values they replace."""
-    current = state.learner.hparams
-    unknown = sorted(set(hparams) - set(current))
-    if unknown:
-        raise UserError(
-            f"not sweepable: {', '.join(unknown)} (sweepable: {', '.join(sorted(current))})"
-        )
-    new = {
-        k: jax.device_put(np.asarray(v, np.float32), current[k].sharding)
-        for k, v in hparams.items()
-    }
-    return state.replace(learner=state.learner.replace(hparams={**current, **new}))

@@ -42,7 +42,7 @@ from jaxrl_async.analysis.sweep_table import (
     short_value,
     table_row,
 )
-from jaxrl_async.config.loader import Config, _parse_overrides, engine_kind, with_overrides
+from jaxrl_async.config.loader import Config, _parse_overrides, with_overrides
 from jaxrl_async.errors import ConfigError, RunFailure, TrainingInterrupted, UserError
 from jaxrl_async.run import rundir, tracking
 
@@ -207,8 +207,6 @@ def sweep(
     group's checkpoint and raises TrainingInterrupted naming the sweep directory, which
     `resume_sweep` (`jaxrl-async resume SWEEP_DIR`) continues bit for bit.
     """
-    if engine_kind(config, env) == "host":
-        raise ConfigError(f"host env {config.env.name}: sweeps are not supported")
     groups = plan(config, grid)
     sweep_dir = None if sweep_dir is None else Path(sweep_dir)
     if sweep_dir is not None:

@@ -26,10 +26,11 @@ from jaxrl_async.errors import UserError
 from jaxrl_async.run import distributed, rundir
 from jaxrl_async.run.compile_cache import configure_compile_cache
 from jaxrl_async.training.engine import Engine, engine_kind
+from jaxrl_async.training.hparams import RunGroup
 from jaxrl_async.training.log import Point, RunLog
 from jaxrl_async.training.loop import LoopTimes, Run, run_loop
 from jaxrl_async.training.plan import RunPlan, plan_host, plan_run
-from jaxrl_async.training.program_engine import ProgramEngine, RunGroup
+from jaxrl_async.training.program_engine import ProgramEngine
 from jaxrl_async.training.result import TrainResult
 from jaxrl_async.training.summary import RunSummary, write_summary
 
@@ -47,11 +48,9 @@ def make_engine(
     against the machine, nothing written yet."""
     if engine_kind(config, env) == "jax":
         return ProgramEngine(config, plan, env, env_params, group)
-    if group is not None:
-        raise UserError(f"host env {config.env.name}: sweeps are not supported")
     from jaxrl_async.training.host_engine import HostEngine
 
-    return HostEngine(config, plan)
+    return HostEngine(config, plan, group)
 
 
 def make_plan(config: Config, run_dir: Path | None, resume: bool, env=None) -> RunPlan:
