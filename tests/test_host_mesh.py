@@ -1,7 +1,8 @@
 """A host env's learner over a device mesh: PPO on Gymnasium's CartPole with its rounds'
 envs split over two learner devices trains what one learner device trains, fused and
-split (one actor device in front of the mesh), fresh and resumed; the device counts the
-host executor does not run are refused in one line.
+split (one actor device in front of the mesh), fresh and resumed, memoryless and with a
+GRU; a run checkpointed on two evaluates on one; the device counts the host executor does
+not run are refused in one line.
 
 JAX fixes its device count when it starts, so the runs share one subprocess with
 XLA_FLAGS=--xla_force_host_platform_device_count=3 (the fused runs use the first one or
@@ -50,6 +51,10 @@ SCRIPT = textwrap.dedent("""
                          ("fused/2", ["pipeline.devices=2"]),
                          ("split/2", ["pipeline.placement=split", "pipeline.devices=2"])):
         out[name] = kept(train(layout + ["train.total_steps=512"]))
+    # Recurrent: the trajectory's carries split over the devices with its envs.
+    GRU = ["agent.memory=gru", "agent.memory_size=8", "train.total_steps=256"]
+    for devices in (1, 2):
+        out[f"gru/{devices}"] = kept(train(GRU + [f"pipeline.devices={devices}"]))
     # Checkpointed on one and on two learner devices, then resumed on each.
     for devices in (1, 2):
         run = tmp / f"run{devices}"
@@ -102,6 +107,11 @@ def test_two_learner_devices_train_what_one_trains(runs):
     assert_same_run(runs["fused/1"], runs["fused/2"])
     assert runs["fused/1"]["devices"] == ["cpu:0"]
     assert runs["fused/2"]["devices"] == ["cpu:0", "cpu:1"]
+
+
+@pytest.mark.slow  # a fresh Python process
+def test_a_recurrent_learner_on_two_devices_trains_what_one_trains(runs):
+    assert_same_run(runs["gru/1"], runs["gru/2"])
 
 
 @pytest.mark.slow  # a fresh Python process
