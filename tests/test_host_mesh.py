@@ -1,7 +1,8 @@
 """A host env's learner over a device mesh: PPO on Gymnasium's CartPole with its rounds'
 envs split over two learner devices trains what one learner device trains, fused and
-split (one actor device in front of the mesh), fresh and resumed; the device counts the
-host executor does not run are refused in one line.
+split (one actor device in front of the mesh), fresh and resumed, memoryless and with a
+GRU; a run checkpointed on two evaluates on one; the device counts the host executor does
+not run are refused in one line.
 
 JAX fixes its device count when it starts, so the runs share one subprocess with
 XLA_FLAGS=--xla_force_host_platform_device_count=3 (the fused runs use the first one or
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 import jaxrl_async
-from tests.helpers.cli import ROOT, run_cli, subprocess_env
+from tests.helpers.cli import ROOT, run_cli, run_cli_in_process, subprocess_env
 
 SCRIPT = textwrap.dedent("""
     import json, shutil, sys
@@ -25,6 +26,7 @@ SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     from jax.flatten_util import ravel_pytree
     import jaxrl_async
+    from jaxrl_async.host.placement import host_layout
     from jaxrl_async.run import checkpoint as ckpt
 
     assert jax.device_count() == 3, jax.devices()
@@ -49,6 +51,10 @@ SCRIPT = textwrap.dedent("""
                          ("fused/2", ["pipeline.devices=2"]),
                          ("split/2", ["pipeline.placement=split", "pipeline.devices=2"])):
         out[name] = kept(train(layout + ["train.total_steps=512"]))
+    # Recurrent: the trajectory's carries split over the devices with its envs.
+    GRU = ["agent.memory=gru", "agent.memory_size=8", "train.total_steps=256"]
+    for devices in (1, 2):
+        out[f"gru/{devices}"] = kept(train(GRU + [f"pipeline.devices={devices}"]))
     # Checkpointed on one and on two learner devices, then resumed on each.
     for devices in (1, 2):
         run = tmp / f"run{devices}"
@@ -58,15 +64,26 @@ SCRIPT = textwrap.dedent("""
         resumed = jaxrl_async.resume(run, ["train.total_steps=512"])
         out[f"resumed/{devices}"] = {**kept(resumed), "meta_devices": meta["devices"],
                                      "resumed_from": resumed.summary["resumed_from"]}
+    # The layout a host run's plan carries (training/host_run.py's plan_host).
+    split = jaxrl_async.load_config("ppo_gymnasium_cartpole",
+                                    SMALL + ["pipeline.placement=split", "pipeline.devices=2"])
+    layout = host_layout(split)
+    out["layout/split/2"] = [layout.devices, layout.learner_devices, layout.actor_devices]
     print(json.dumps(out))
 """)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def run_dirs(tmp_path_factory):
+    """Where the subprocess writes its checkpointed runs ("run1", "run2")."""
+    return tmp_path_factory.mktemp("mesh")
+
+
+@pytest.fixture(scope="module")
+def runs(run_dirs):
     """The subprocess's runs, by name ("fused/1", "fused/2", "split/2", "resumed/N")."""
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path_factory.mktemp("mesh"))],
+        [sys.executable, "-c", SCRIPT, str(run_dirs)],
         cwd=ROOT,
         env=subprocess_env(devices=3),
         capture_output=True,
@@ -85,18 +102,26 @@ def assert_same_run(a: dict, b: dict) -> None:
         np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-6, err_msg=key)
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_two_learner_devices_train_what_one_trains(runs):
     assert_same_run(runs["fused/1"], runs["fused/2"])
     assert runs["fused/1"]["devices"] == ["cpu:0"]
     assert runs["fused/2"]["devices"] == ["cpu:0", "cpu:1"]
 
 
+@pytest.mark.slow  # a fresh Python process
+def test_a_recurrent_learner_on_two_devices_trains_what_one_trains(runs):
+    assert_same_run(runs["gru/1"], runs["gru/2"])
+
+
+@pytest.mark.slow  # a fresh Python process
 def test_split_acts_on_the_first_device_and_learns_on_two_others(runs):
     assert_same_run(runs["fused/1"], runs["split/2"])
     assert runs["split/2"]["devices"] == ["cpu:0", "cpu:1", "cpu:2"]
     assert runs["split/2"]["placement"] == "split"
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_a_checkpoint_of_two_learner_devices_resumes_on_them(runs):
     """The checkpoint holds the replicated state once; restored into a fresh state and
     placed on the mesh, the resumed run trains what a resumed one-device run trains."""
@@ -105,10 +130,26 @@ def test_a_checkpoint_of_two_learner_devices_resumes_on_them(runs):
     assert_same_run(runs["resumed/1"], runs["resumed/2"])
 
 
+@pytest.mark.slow  # a fresh Python process
+def test_a_run_of_two_learner_devices_evaluates_on_one(runs, run_dirs, tmp_path):
+    """`jaxrl-async eval` in this process (one CPU device) of the run checkpointed on
+    two: evaluation needs no mesh."""
+    code, err = run_cli_in_process("eval", str(run_dirs / "run2"), "--episodes", "2", cwd=tmp_path)
+    assert code == 0, err
+
+
+@pytest.mark.slow  # a fresh Python process
+def test_the_split_layout_counts_the_actor_device_and_the_learner_mesh(runs):
+    """`host_layout` (what plan_host must carry): devices spanned, learner's, acting."""
+    assert runs["layout/split/2"] == [3, 2, 1]
+
+
+@pytest.mark.slow  # a fresh Python process
 def test_a_checkpoint_records_the_learner_devices(runs):
     assert (runs["resumed/1"]["meta_devices"], runs["resumed/2"]["meta_devices"]) == (1, 2)
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_envs_that_do_not_split_over_the_learner_devices_exit_2_in_one_line(tmp_path):
     done = run_cli(
         "train",
