@@ -55,6 +55,10 @@ SCRIPT = textwrap.dedent("""
     GRU = ["agent.memory=gru", "agent.memory_size=8", "train.total_steps=256"]
     for devices in (1, 2):
         out[f"gru/{devices}"] = kept(train(GRU + [f"pipeline.devices={devices}"]))
+    # Two seeds side by side: the vmapped learners' envs split over the devices.
+    for devices in (1, 2):
+        out[f"seeds/{devices}"] = kept(train(["train.num_seeds=2", "train.total_steps=256",
+                                              f"pipeline.devices={devices}"]))
     # Checkpointed on one and on two learner devices, then resumed on each.
     for devices in (1, 2):
         run = tmp / f"run{devices}"
@@ -64,7 +68,7 @@ SCRIPT = textwrap.dedent("""
         resumed = jaxrl_async.resume(run, ["train.total_steps=512"])
         out[f"resumed/{devices}"] = {**kept(resumed), "meta_devices": meta["devices"],
                                      "resumed_from": resumed.summary["resumed_from"]}
-    # The layout a host run's plan carries (training/host_run.py's plan_host).
+    # The layout a host run's plan carries (training/plan.py's plan_host).
     split = jaxrl_async.load_config("ppo_gymnasium_cartpole",
                                     SMALL + ["pipeline.placement=split", "pipeline.devices=2"])
     layout = host_layout(split)
@@ -142,6 +146,14 @@ def test_a_run_of_two_learner_devices_evaluates_on_one(runs, run_dirs, tmp_path)
 def test_the_split_layout_counts_the_actor_device_and_the_learner_mesh(runs):
     """`host_layout` (what plan_host must carry): devices spanned, learner's, acting."""
     assert runs["layout/split/2"] == [3, 2, 1]
+
+
+@pytest.mark.slow  # a fresh Python process
+def test_two_seeds_on_two_learner_devices_train_what_they_train_on_one(runs):
+    """train.num_seeds=2: the seeds' vmapped learners over the mesh, each seed's envs
+    split over its devices."""
+    assert runs["seeds/2"]["devices"] == ["cpu:0", "cpu:1"]
+    assert_same_run(runs["seeds/1"], runs["seeds/2"])
 
 
 @pytest.mark.slow  # a fresh Python process
