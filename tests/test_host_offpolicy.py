@@ -169,6 +169,10 @@ def test_checkpoint_and_resume_continue_with_the_exact_replay(tmp_path, monkeypa
 
     train(dqn_config("checkpoint.every=48", *extra), run_dir=run, resume=True)
     start, second = calls[1]["start"], calls[1]["last"]
+    # Resumed, the carried window's last step ends its episodes (the envs restart fresh).
+    ready = calls[1]["ready"].replay.window
+    assert ready.truncated[-1].all() and not start.replay.window.truncated[-1].all()
+    leaves_equal(ready._replace(truncated=None), start.replay.window._replace(truncated=None))
     assert (start.round, start.updates) == (6, first.updates)
     leaves_equal((start.state, start.replay), (first.state, first.replay))
     leaves_equal(start.obs_stats, stats)

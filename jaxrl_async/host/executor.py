@@ -57,7 +57,7 @@ from jaxrl_async.host.mesh_learn import mesh_learn, one_device
 from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge, stack
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.placement import host_devices, host_mesh
-from jaxrl_async.host.replay_learner import ReplayLearner
+from jaxrl_async.host.replay_learner import ReplayLearner, resumed
 from jaxrl_async.host.round_times import RoundTimes
 from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.host.stall import Doing, StallWatch
@@ -445,6 +445,8 @@ def _ready(start: Start | None, config: Config, agent: Agent, spec, learner: Lea
     start = start._replace(state=jax.device_put(start.state, learner.device))
     if learner.replay is not None and start.replay is None:
         start = start._replace(replay=learner.replay.init())
+    elif start.replay is not None and start.round > 0:
+        start = start._replace(replay=resumed(start.replay))
     if config.env.normalize_obs and start.obs_stats is None:
         runs = None if seeds is None else len(seeds)
         start = start._replace(obs_stats=initial_stats(spec.obs_shape, runs))

@@ -68,6 +68,19 @@ class ReplayCarry(NamedTuple):
     window: Any  # Transition [carried_steps(rounds), B, ...], None while it holds none
 
 
+def resumed(carry: ReplayCarry) -> ReplayCarry:
+    """A restored carry for a resumed run: the carried window's last step truncates its
+    episodes. The envs restart from fresh resets, so no step follows it in its stream;
+    an n-step return (or a sequence's targets) reaching it bootstraps from its own true
+    next observation instead of adding the fresh episodes' rewards."""
+    window = carry.window
+    if window is None:
+        return carry
+    truncated = np.asarray(window.truncated).copy()
+    truncated[..., -1, :] = True  # [.., T, B]: the last step of every env (of every run)
+    return carry._replace(window=window._replace(truncated=truncated))
+
+
 def step_example(spec, num_envs: int, memory: Memory | None = None) -> Transition:
     """Zeros of one step of every env [1, B, ...] in the dtypes the window keeps;
     `memory`: the shapes of a recurrent agent's initial Memory [B, ...] (None:

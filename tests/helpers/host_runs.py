@@ -111,8 +111,9 @@ def random_trajectory(rng, T: int, B: int, extras: bool = True) -> Transition:
 
 def record_executors(monkeypatch) -> list[dict]:
     """Each host run's Executor from now on, recorded: {"start": the Start it was given
-    (None: a fresh run), "last": the Progress after its last round}, as host arrays (a
-    run updates its replay in place: donated buffers)."""
+    (None: a fresh run), "ready": the Start it started from, "last": the Progress after
+    its last round}, as host arrays (a run updates its replay in place: donated
+    buffers)."""
     from jaxrl_async.training import host_engine
 
     calls: list[dict] = []
@@ -120,7 +121,12 @@ def record_executors(monkeypatch) -> list[dict]:
     class Recording(host_engine.Executor):
         def __init__(self, config, agent, envs, start=None, **kwargs):
             super().__init__(config, agent, envs, start, **kwargs)
-            calls.append({"start": jax.tree.map(np.asarray, start)})
+            calls.append(
+                {
+                    "start": jax.tree.map(np.asarray, start),
+                    "ready": jax.tree.map(np.asarray, self.start),
+                }
+            )
 
         def step(self, progress):
             stepped = super().step(progress)
