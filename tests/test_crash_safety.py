@@ -264,3 +264,23 @@ def test_a_save_failing_behind_a_failed_log_write_still_names_the_run_to_resume(
     )
     assert code == 0, err
     assert [r["env_steps"] for r in records(run_dir)] == [1024, 2048, 3072]
+
+
+@pytest.mark.parametrize("host", [False, True], ids=["jax", "host"])
+def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path, host):
+    """--run-dir through a file: exit 2, one line naming the directory and the OS's
+    reason, before anything trains."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    env = ["env.name=gymnasium:CartPole-v1"] if host else []
+    code, err = run_cli_in_process(
+        "train",
+        "ppo_cartpole",
+        *env,
+        "train.total_steps=1024",
+        "--run-dir",
+        str(blocker / "run"),
+        cwd=tmp_path,
+    )
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"cannot write run directory {blocker / 'run'}: Not a directory" in err

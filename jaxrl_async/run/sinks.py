@@ -39,7 +39,10 @@ class JsonlSink:
     def __init__(self, path: Path):
         self._path = Path(path)
         # Open for the run's whole life, closed by close(): a context manager cannot span it.
-        self._file = open(path, "a", buffering=1)  # noqa: SIM115
+        try:
+            self._file = open(path, "a", buffering=1)  # noqa: SIM115
+        except OSError as e:
+            raise RunFileError(self._path, e) from None
         self._failed: OSError | None = None
 
     def __call__(self, record: dict) -> None:

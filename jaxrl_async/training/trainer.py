@@ -199,12 +199,16 @@ def _train(
 
 def _open_run_dir(config: Config, run_dir: Path, main: bool) -> None:
     """A new run's directory, with its config.yaml; one that holds files is refused, by
-    every process together (a process that raised alone would leave the others waiting)."""
+    every process together (a process that raised alone would leave the others waiting),
+    and one that cannot be written in one line."""
     if distributed.any_process(main and run_dir.exists() and any(run_dir.iterdir())):
         raise UserError(f"run directory {run_dir} exists and is not empty")
     if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            rundir.write_atomic(run_dir / "config.yaml", config.to_yaml())
+        except OSError as e:  # a path through a file, a read-only or full disk
+            raise UserError(f"cannot write run directory {run_dir}: {e.strerror or e}") from None
 
 
 def _finish(
