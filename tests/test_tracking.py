@@ -12,8 +12,10 @@ import jaxrl_async
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.run import tracking
+from jaxrl_async.run.sinks import RunFileError
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.configs import PPO_SMALL, PPO_SWEEP_TINY, SWEEP_GRID
+from tests.helpers.faults import fill_disk_at
 from tests.helpers.wandb_files import offline as offline_wandb
 from tests.helpers.wandb_files import offline_runs, read_run
 
@@ -247,3 +249,13 @@ def test_each_sweep_point_is_one_wandb_run_in_the_sweeps_group(tmp_path, offline
         assert run["config"]["agent"]["learning_rate"] == point["overrides"]["agent.learning_rate"]
         assert [h["env_steps"] for h in run["history"]] == [r["env_steps"] for r in records]
         assert run["summary"]["final_return_seeds"] == pytest.approx(summary["final_return_seeds"])
+
+
+def test_a_wandb_json_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    """A full disk when the run keeps its W&B run's id: RunFileError naming the file and
+    the OS's reason (the CLI's one line, exit 1), no half-written wandb.json."""
+    config, run_dir = _run_dir(tmp_path)
+    fill_disk_at(monkeypatch, "wandb.json")
+    with pytest.raises(RunFileError, match=r"cannot write .*wandb\.json: No space left"):
+        tracking.WandbRun(config.logger, run_dir, group="g")
+    assert not (run_dir / tracking.ID_FILE).exists()

@@ -33,6 +33,8 @@ import yaml
 
 from jaxrl_async.config.sections import LoggerConfig
 from jaxrl_async.errors import UserError
+from jaxrl_async.run import rundir
+from jaxrl_async.run.sinks import RunFileError
 
 ID_FILE = "wandb.json"
 DEFAULT_PROJECT = "jaxrl_async"
@@ -52,8 +54,12 @@ def _saved(run_dir: Path) -> dict:
 
 
 def _save(run_dir: Path, run_id: str, project: str | None, entity: str | None) -> None:
+    """RUN_DIR/wandb.json written whole; one that cannot be written is a RunFileError."""
     saved = {"id": run_id, "project": project or None, "entity": entity or None}
-    (run_dir / ID_FILE).write_text(json.dumps(saved) + "\n")
+    try:
+        rundir.write_atomic(run_dir / ID_FILE, json.dumps(saved) + "\n")
+    except OSError as e:
+        raise RunFileError(run_dir / ID_FILE, e) from None
 
 
 def _tags(value: str) -> list[str]:
@@ -113,7 +119,11 @@ class WandbRun:
         except (wandb.errors.Error, ValueError) as e:  # ValueError: a setting W&B refuses
             lines = str(e).strip().splitlines()
             raise UserError(f"W&B: {lines[0] if lines else type(e).__name__}") from None
-        _save(run_dir, run_id, self._run.project, self._run.entity)
+        try:
+            _save(run_dir, run_id, self._run.project, self._run.entity)
+        except RunFileError:
+            self._run.finish(exit_code=1)  # not left open behind the failed run
+            raise
         self._run.define_metric("env_steps")
         self._run.define_metric("*", step_metric="env_steps")
         _OPEN[run_dir.resolve()] = self

@@ -72,12 +72,13 @@ class _FillsUp:
 def fill_disk_at(monkeypatch, name: str, writes: int = 0) -> None:
     """Make writing a run directory's file `name` fail with ENOSPC after `writes` writes
     succeed: metrics.jsonl's lines (through its sink's file), or summary.json (written
-    whole through a temporary file, half of which lands before the failure)."""
+    whole through a temporary file, half of which lands before the failure; wandb.json
+    likewise)."""
     import builtins
 
     import jaxrl_async.run.sinks
 
-    if name == "summary.json":
+    if name in ("summary.json", "wandb.json"):
         write_text = Path.write_text
 
         def half_written(path, text, *args, **kwargs):
