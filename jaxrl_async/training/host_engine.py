@@ -53,7 +53,7 @@ from jaxrl_async.host.saved import saved_state
 from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.pipeline.footprint import check_fits
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.run import rundir
+from jaxrl_async.run import distributed, rundir
 from jaxrl_async.training.engine import Advanced, EngineKind, Untimed
 from jaxrl_async.training.hparams import RunGroup, learner_with_hparams
 from jaxrl_async.training.plan import RunPlan
@@ -163,7 +163,8 @@ class HostEngine:
         with them); an eval env that raises ends the run in one resumable line."""
         assert self.evaluation is not None
         try:
-            return self.evaluation(state.state.params, state.obs_stats)
+            # distributed.local: with several processes, this process's copy of the params
+            return self.evaluation(distributed.local(state.state.params), state.obs_stats)
         except Exception as e:  # noqa: BLE001  (an env may raise anything; one line, resumable)
             raise RunFailure(
                 f"evaluation env {self.config.env.name} raised {type(e).__name__}: {first_line(e)}"
