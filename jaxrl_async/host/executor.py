@@ -22,6 +22,9 @@ learner stores each round in a replay on its device and learns from that instead
   actor's queue holds at most lag + 1 trajectories, and the wait for parameters bounds
   the lag at `pipeline.lag`. Lag 0 is the synchronous reference. Nothing depends on
   timing, so a seed gives the same run at any lag, over any number of actor threads.
+- Processes: over several (`jax.distributed`) each process's actors step its share of
+  the envs, at their global indices, and the rounds, records and observation moments
+  are agreed and gathered over the processes (`processes.py`).
 - Stopping (`stopping.py`): every wait polls one stop event, set when the run ends, when
   an actor fails (re-raised here as an `ActorError` of one line) or from outside. An
   actor that hands in no round for `env.stall_seconds` ends the run too (`stall.py`: an
