@@ -48,6 +48,7 @@ from jaxrl_async.host.executor import (
 from jaxrl_async.host.footprint import host_footprint
 from jaxrl_async.host.obs_norm import from_saved, initial_stats
 from jaxrl_async.host.placement import host_devices
+from jaxrl_async.host.processes import processes
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
 from jaxrl_async.host.saved import saved_state
 from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
@@ -78,7 +79,10 @@ class HostEngine:
         self.seeds = run_seeds(config, None if group is None else group.seeds)
         self.stop = stop if stop is not None else threading.Event()
         self.on_interrupt = self.stop.set
-        self.devices = list(dict.fromkeys(host_devices(config)))  # actors', learner's
+        # actors', learner's; over several processes the mesh's, the same list in each
+        # (every process's actors act on its own device of the mesh)
+        devices = host_devices(config)
+        self.devices = list(dict.fromkeys(devices if processes() == 1 else devices[1:]))
         self.checkpoint_devices = host_learner_devices(config)  # the learner mesh's
         self.compile_seconds = self.restore_seconds = 0.0
         self.executor: Executor | None = None
