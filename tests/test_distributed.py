@@ -6,7 +6,6 @@ has a timeout, so a hang fails the test instead of blocking the suite.
 """
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 
 from jaxrl_async.config.loader import ConfigError, load_config
 from jaxrl_async.run import distributed
-from tests.helpers.cli import forced_devices_flags
+from tests.helpers.cli import subprocess_env
 
 TIMEOUT = 420  # seconds for one launch (all its processes); a hang fails the test
 
@@ -87,12 +86,9 @@ def _free_port() -> int:
 
 def _env(processes: int) -> dict:
     """One process: 4 forced devices (the runs use 2), test_multidevice's flags, which are
-    part of the compile cache's key. Several: one device each."""
-    return {
-        **os.environ,
-        "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": forced_devices_flags(1 if processes > 1 else 4),
-    }
+    part of the compile cache's key. Several: one device each. The repository root on
+    the path, so a run can name the test envs (`tests.helpers.host_envs`)."""
+    return subprocess_env(1 if processes > 1 else 4, JAX_PLATFORMS="cpu")
 
 
 def _launch(argv: list[str], processes: int, cwd: Path) -> list[subprocess.CompletedProcess]:

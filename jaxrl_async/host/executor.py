@@ -22,6 +22,9 @@ learner stores each round in a replay on its device and learns from that instead
   actor's queue holds at most lag + 1 trajectories, and the wait for parameters bounds
   the lag at `pipeline.lag`. Lag 0 is the synchronous reference. Nothing depends on
   timing, so a seed gives the same run at any lag, over any number of actor threads.
+- Processes: over several (`jax.distributed`) each process's actors step its share of
+  the envs, at their global indices, and the rounds, records and observation moments
+  are agreed and gathered over the processes (`processes.py`).
 - Stopping (`stopping.py`): every wait polls one stop event, set when the run ends, when
   an actor fails (re-raised here as an `ActorError` of one line) or from outside. An
   actor that hands in no round for `env.stall_seconds` ends the run too (`stall.py`: an
@@ -57,6 +60,16 @@ from jaxrl_async.host.mesh_learn import mesh_learn, one_device
 from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge, stack
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.placement import host_devices, host_mesh
+from jaxrl_async.host.processes import (
+    agree,
+    failed_elsewhere,
+    gathered_moments,
+    gathered_record,
+    global_batch,
+    process_envs,
+    processes,
+    replicated,
+)
 from jaxrl_async.host.replay_learner import ReplayLearner, resumed
 from jaxrl_async.host.round_times import RoundTimes
 from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
@@ -79,7 +92,8 @@ def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
         raise ConfigError(f"env.name must be a host env ({HOST_NAMES}) for the host executor")
     host_devices(config)  # too few devices for the run: refused before any env is built
     threads = config.pipeline.actor_threads
-    sizes = [len(s) for s in np.array_split(np.arange(config.env.num_envs), threads)]
+    _, local_envs = process_envs(config)  # every env, but with several processes their share
+    sizes = [len(s) for s in np.array_split(np.arange(local_envs), threads)]
     sizes *= config.train.num_seeds  # each seed's own envs (`seeds.py`), seed by seed
     envs: list[GymnasiumVecEnv] = []
     try:
@@ -207,9 +221,15 @@ def _joined(parts: list[Trajectory], runs: int | None) -> Transition:
 
 def _merged_stats(obs_stats: ObsStats | None, parts: list[Trajectory], runs: int | None):
     """The statistics with the round's moments merged in actor order (each run's its own
-    actors' where runs run side by side)."""
+    actors' where runs run side by side; every process's actors, in process order, where
+    several processes step the envs)."""
     if obs_stats is None:
         return None
+    if processes() > 1:  # one run (`processes.check_processes`): every actor's, in order
+        local = [p.obs_moments for p in parts if p.obs_moments is not None]
+        for batch in gathered_moments(local):
+            obs_stats = merge(obs_stats, batch)
+        return obs_stats
     groups = [[p] for p in parts] if runs is None else list(zip(*_by_run(parts, runs)))
     for group in groups:  # in actor order, whatever order they arrived in
         moments = [p.obs_moments for p in group if p.obs_moments is not None]
@@ -238,9 +258,7 @@ def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r
         )
         updates += int(learned)
     elif not skip:
-        batch_at = learner.device if learner.batch_at is None else learner.batch_at
-        key = jax.device_put(key, learner.device)
-        learned = learner.learn(state, jax.device_put(traj, batch_at), key)
+        learned = learner.learn(state, *_placed(learner, traj, key))
         state, metrics = learned.state, learned.metrics
         updates += 1
     returns = progress.episode_returns + [p.episode_returns for p in parts]
@@ -251,6 +269,15 @@ def learn_round(learner: Learner, progress: Progress, parts: list[Trajectory], r
         "skipped_updates": float(skip),
     }
     return Progress(state, updates, r + 1, returns, replay, obs_stats), metrics
+
+
+def _placed(learner: Learner, traj: Transition, key: jax.Array) -> tuple[Any, jax.Array]:
+    """(the round's batch, the key) where the learner's update takes them: put there from
+    one process, or each process's part of the batch with several (`processes.py`)."""
+    batch_at = learner.device if learner.batch_at is None else learner.batch_at
+    if processes() > 1:
+        return global_batch(traj, batch_at), replicated(key, learner.device)
+    return jax.device_put(traj, batch_at), jax.device_put(key, learner.device)
 
 
 def start_actors(
@@ -264,13 +291,15 @@ def start_actors(
     """One daemon thread per env from `first_round` on, each with its own queue of
     lag + 1 trajectories and where it is (`stall.Doing`); seed-batched runs' (`seeds`)
     in turn, each run's actors with its seed's keys and resets."""
-    threads, queues, doing, first_env = [], [], [], 0
+    threads, queues, doing = [], [], []
+    process_first, _ = process_envs(config)  # this process's envs' global indices
     per_run = len(envs) if seeds is None else len(envs) // len(seeds)
+    first_env = process_first
     for k, env in enumerate(envs):
         run = k // per_run
         seed = config.train.seed if seeds is None else seeds[run]
         act_key = jax.random.fold_in(jax.random.key(seed, impl=config.prng_impl), 1)
-        first_env = 0 if k % per_run == 0 else first_env
+        first_env = process_first if k % per_run == 0 else first_env
         plan = ActorPlan(
             k,
             first_env,
@@ -353,13 +382,16 @@ class Executor:
         (the record: the round's tags, episodes, times and the update's metrics); None
         once the run stops before the round is whole (a stop asked, a failure, a stall)."""
         r, waited = progress.rounds, time.perf_counter()
-        parts = next_round(self.queues, self.stop, self.watch)
+        parts = self._agreed(next_round(self.queues, self.stop, self.watch))
         if parts is None:
             return None
         learning = time.perf_counter()
         runs = None if self.seeds is None else len(self.seeds)
-        self.batch = sum(p.traj.reward.size for p in parts) // (runs or 1)  # a run's
+        local = sum(p.traj.reward.size for p in parts) // (runs or 1)  # a run's
+        self.batch = local * processes()
         record = round_record(parts, r, self.batch, runs)
+        if processes() > 1:
+            record = gathered_record(record)
         progress, metrics = learn_round(self.learner, progress, parts, r)
         params = one_device(progress.state.params)
         self.exchange.store.publish(r + 1, params, progress.updates, progress.obs_stats)
@@ -373,6 +405,21 @@ class Executor:
         abs_max = jax.device_get(self._abs_max(progress.state.params))
         record["param_abs_max"] = float(abs_max) if runs is None else abs_max
         return progress, record
+
+    def _agreed(self, parts: list[Trajectory] | None) -> list[Trajectory] | None:
+        """`parts`, unless this process or (with several) any process stopped before its
+        round was whole: then None in every process at this round, a failure anywhere
+        recorded as this process's (`close` raises it; `processes.agree`)."""
+        if processes() == 1:
+            return parts
+        failed = self.stop.failure is not None
+        agreed = agree(parts is None, failed)
+        if agreed == "go":
+            return parts
+        if agreed == "failed" and not failed:
+            self.stop.record(failed_elsewhere())
+        self.stop.set()
+        return None
 
     def stats(self) -> dict:
         """The rounds stepped so far: their count, times and measured policy lag."""
@@ -442,7 +489,10 @@ def _ready(start: Start | None, config: Config, agent: Agent, spec, learner: Lea
         start = Start(jax.jit(batched(agent.init, seeds))(fold(key, 0)))
     # Committed to the learner's device, as learn's outputs are: else the second update
     # compiles learn again (committed and uncommitted inputs are distinct programs).
-    start = start._replace(state=jax.device_put(start.state, learner.device))
+    if processes() > 1:  # each process's own copy, on the mesh that spans them all
+        start = start._replace(state=replicated(start.state, learner.device))
+    else:
+        start = start._replace(state=jax.device_put(start.state, learner.device))
     if learner.replay is not None and start.replay is None:
         start = start._replace(replay=learner.replay.init())
     elif start.replay is not None and start.round > 0:

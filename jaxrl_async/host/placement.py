@@ -28,6 +28,7 @@ import jax
 from jaxrl_async.config.host_devices import host_run_devices
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import ConfigError
+from jaxrl_async.host.processes import check_processes
 from jaxrl_async.pipeline.layout import Layout
 from jaxrl_async.pipeline.sharding import make_mesh
 from jaxrl_async.pipeline.split import split_meshes
@@ -51,9 +52,10 @@ def host_mesh(config: Config) -> jax.sharding.Mesh:
 
 def host_devices(config: Config) -> tuple[Any, ...]:
     """(the actors' device, *the learner mesh's devices); a one-line ConfigError where this
-    machine has too few. Fused, the actors' device is the mesh's first as well."""
+    machine has too few. Fused, the actors' device is the mesh's first of this process's
+    (with several processes each acts on its own first device, `processes.py`)."""
     mesh = host_mesh(config)
-    return (jax.devices()[0], *mesh.devices.flat)
+    return (jax.local_devices()[0], *mesh.devices.flat)
 
 
 def host_layout(config: Config) -> Layout:
@@ -67,7 +69,9 @@ def host_layout(config: Config) -> Layout:
 
 
 def _check_machine(config: Config) -> None:
-    """A one-line ConfigError unless this machine has the run's devices."""
+    """A one-line ConfigError unless this machine (every process's devices) has the run's
+    devices, and a run over several processes is one they can run (`processes.py`)."""
+    check_processes(config)
     available = jax.device_count()
     wanted = host_run_devices(config)
     if wanted > available:

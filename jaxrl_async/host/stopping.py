@@ -66,6 +66,16 @@ class RunStop:
             self.stuck.add(actor)
         self._record(failure)
 
+    @property
+    def failure(self) -> RunFailure | None:
+        """The first failure recorded (None: none)."""
+        return self._failure
+
+    def record(self, failure: RunFailure) -> None:
+        """Record `failure` (one line) as the run's, unless one came first, and stop every
+        thread: another process's failure (`processes.py`)."""
+        self._record(failure)
+
     def _record(self, failure: RunFailure) -> None:
         with self._lock:
             if self._failure is None:

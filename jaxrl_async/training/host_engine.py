@@ -48,12 +48,13 @@ from jaxrl_async.host.executor import (
 from jaxrl_async.host.footprint import host_footprint
 from jaxrl_async.host.obs_norm import from_saved, initial_stats
 from jaxrl_async.host.placement import host_devices
+from jaxrl_async.host.processes import processes
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
 from jaxrl_async.host.saved import saved_state
 from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.pipeline.footprint import check_fits
 from jaxrl_async.run import checkpoint as ckpt
-from jaxrl_async.run import rundir
+from jaxrl_async.run import distributed, rundir
 from jaxrl_async.training.engine import Advanced, EngineKind, Untimed
 from jaxrl_async.training.hparams import RunGroup, learner_with_hparams
 from jaxrl_async.training.plan import RunPlan
@@ -78,7 +79,10 @@ class HostEngine:
         self.seeds = run_seeds(config, None if group is None else group.seeds)
         self.stop = stop if stop is not None else threading.Event()
         self.on_interrupt = self.stop.set
-        self.devices = list(dict.fromkeys(host_devices(config)))  # actors', learner's
+        # actors', learner's; over several processes the mesh's, the same list in each
+        # (every process's actors act on its own device of the mesh)
+        devices = host_devices(config)
+        self.devices = list(dict.fromkeys(devices if processes() == 1 else devices[1:]))
         self.checkpoint_devices = host_learner_devices(config)  # the learner mesh's
         self.compile_seconds = self.restore_seconds = 0.0
         self.executor: Executor | None = None
@@ -163,7 +167,8 @@ class HostEngine:
         with them); an eval env that raises ends the run in one resumable line."""
         assert self.evaluation is not None
         try:
-            return self.evaluation(state.state.params, state.obs_stats)
+            # distributed.local: with several processes, this process's copy of the params
+            return self.evaluation(distributed.local(state.state.params), state.obs_stats)
         except Exception as e:  # noqa: BLE001  (an env may raise anything; one line, resumable)
             raise RunFailure(
                 f"evaluation env {self.config.env.name} raised {type(e).__name__}: {first_line(e)}"
