@@ -82,6 +82,7 @@ EXPORTED = (
     "ppo_xminigrid_empty",
     "pqn_asterix_minatar",
     "r2d2_cartpole_masked",
+    "r2d2_gymnasium_cartpole",
     "sac_halfcheetah",
     "sac_pendulum",
     "td3_brax_inverted_pendulum",
