@@ -81,8 +81,11 @@ class PipelineConfig:
     actor_devices: int = 1
     # lax.scan unroll of the rollout: fewer loop iterations on CPU, longer compile.
     unroll: int = 1
-    # Host envs: actor threads, each stepping a slice of env.num_envs (host/executor.py).
+    # Host envs: actor threads, each stepping a slice of env.num_envs (host/executor.py),
+    # its envs in env_groups groups whose policy calls overlap each other's env steps
+    # (host/groups.py).
     actor_threads: int = 1
+    env_groups: int = 1
 
     def __post_init__(self):
         require(self.rollout_len >= 1, "pipeline.rollout_len", self.rollout_len, ">= 1")
@@ -103,6 +106,7 @@ class PipelineConfig:
         )
         require(self.actor_devices >= 1, "pipeline.actor_devices", self.actor_devices, ">= 1")
         require(self.actor_threads >= 1, "pipeline.actor_threads", self.actor_threads, ">= 1")
+        require(self.env_groups >= 1, "pipeline.env_groups", self.env_groups, ">= 1")
 
 
 @dataclasses.dataclass(frozen=True)

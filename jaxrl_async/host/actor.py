@@ -21,17 +21,17 @@ from (the carry before that reset, and the episode-start flag), which the agent'
 from __future__ import annotations
 
 import queue
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_async.host.groups import Group, check_obs, grouped_rollout, join_envs
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.host_env import HostStep
-from jaxrl_async.host.obs_norm import ObsStats, moments, normalize, seed_slice
+from jaxrl_async.host.obs_norm import ObsStats, moments, seed_slice
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.stall import Doing
 from jaxrl_async.host.stopping import RunStop, put
@@ -93,38 +93,6 @@ def make_policy(agent: Agent, key: jax.Array, plan: ActorPlan, local_envs: int) 
     return jax.jit(policy)
 
 
-def act(policy: Callable, params: Any, memory: Memory | None, obs: Any, step: int):
-    """(carry, action, extras) in numpy: `policy` at global step `step` (the carry None
-    for a memoryless agent)."""
-    return jax.device_get(policy(params, memory, obs, np.int32(step)))
-
-
-def next_memory(memory: Memory | None, carry: Any, step: HostStep) -> Memory | None:
-    """What each env's next step acts from: the carry `act` returned, and an episode
-    start where this step ended the episode (the JAX rollout's rule)."""
-    if memory is None:
-        return None
-    return Memory(carry, step.terminated | step.truncated)
-
-
-def _check_obs(obs: Any, what: str) -> None:
-    for leaf in jax.tree.leaves(obs):
-        if np.issubdtype(leaf.dtype, np.floating) and not np.all(np.isfinite(leaf)):
-            bad = np.flatnonzero(~np.isfinite(leaf).reshape(len(leaf), -1).all(axis=1))
-            raise ValueError(f"non-finite {what} in envs {bad.tolist()}")
-
-
-def _check_step(step: HostStep) -> None:
-    """A ValueError of one line for a step that cannot become a transition."""
-    if not np.all(step.valid):
-        raise ValueError("a next-step autoreset step (not a transition) is not supported yet")
-    if not np.all(np.isfinite(step.reward)):
-        bad = np.flatnonzero(~np.isfinite(step.reward))
-        raise ValueError(f"non-finite reward in envs {bad.tolist()}")
-    _check_obs(step.obs, "observation")
-    _check_obs(step.final_obs, "final observation")
-
-
 class Acting(NamedTuple):
     """What acts a round: the parameters (on the actor's device), their version and,
     under env.normalize_obs, the observation statistics published with them."""
@@ -150,43 +118,13 @@ def rollout(
     statistics the policy sees, and the trajectory holds, observations normalised by them
     (`next_obs` too); the steps keep the raw ones. With `acting.raw_obs` (a replay
     agent's: its learner normalises what it samples) the trajectory holds the raw ones
-    too, the policy still acting on normalised ones. `doing` is marked with where it is."""
+    too, the policy still acting on normalised ones. `doing` is marked with where it is.
+    One group of `groups.grouped_rollout`, which an actor of several groups runs."""
     doing = doing if doing is not None else Doing()
-    params, version, stats, raw_obs = acting
-    seen = (lambda o: o) if stats is None else (lambda o: normalize(stats, o))
-    kept = (lambda o: o) if raw_obs else seen  # what the trajectory holds
-    obs, memory = start
-    steps: list[Transition] = []
-    host_steps: list[HostStep] = []
-    env_seconds = policy_seconds = 0.0
-    for t in range(length):
-        started = time.perf_counter()
-        observed = seen(obs)  # what the policy acts on (and, but for raw_obs, the trajectory)
-        doing.now = "policy"
-        carry, action, extras = act(policy, params, memory, observed, first_step + t)
-        stepped = time.perf_counter()
-        doing.now = "step"
-        step = env.step(action)
-        doing.now = "round"
-        env_seconds += time.perf_counter() - stepped
-        policy_seconds += stepped - started
-        _check_step(step)
-        fields: dict[str, Any] = {
-            "obs": obs if raw_obs else observed,
-            "action": action,
-            "reward": step.reward,
-            "terminated": step.terminated,
-            "truncated": step.truncated,
-            "next_obs": kept(step.final_obs),
-            "extras": extras,
-            "version": np.full(step.reward.shape, version, np.int32),
-            "memory": memory,
-        }
-        steps.append(Transition(**fields))
-        host_steps.append(step)
-        obs, memory = step.obs, next_memory(memory, carry, step)
-    traj = jax.tree.map(lambda *xs: np.stack(xs), *steps)
-    return (obs, memory), traj, host_steps, (env_seconds, policy_seconds)
+    starts, traj, steps, seconds = grouped_rollout(
+        [Group(env, policy)], acting, [start], first_step, length, doing
+    )
+    return starts[0], traj, steps, seconds
 
 
 def _obs_moments(first_obs: Any, host_steps: list[HostStep], acting: Acting) -> ObsStats | None:
@@ -223,28 +161,27 @@ class Exchange(NamedTuple):
 
 
 def run_actor(
-    env: GymnasiumVecEnv,
-    policy: Callable,
+    groups: Sequence[Group],
     plan: ActorPlan,
     exchange: Exchange,
     out: queue.Queue,
     memory: Memory | None = None,
     doing: Doing | None = None,
 ) -> None:
-    """The actor thread's body: rounds `plan.first_round` to `plan.rounds` into `out`,
-    each acted by the parameters its round's slot holds (on `policy`'s device); a
-    recurrent agent's carries start from `memory` (`Agent.initial_memory`: every env at
-    an episode's start). Any exception, the env's or a non-finite step's, stops the run
-    as one line naming the env; the env is closed however the thread ends. `doing` is
+    """The actor thread's body: rounds `plan.first_round` to `plan.rounds` of its env
+    `groups` (`groups.py`: their envs side by side, in order) into `out`, each acted by
+    the parameters its round's slot holds (on the plan's device); a recurrent agent's
+    carries start from `memory` (`Agent.initial_memory` of all its envs: every env at an
+    episode's start). Any exception, an env's or a non-finite step's, stops the run as
+    one line naming the env; the envs are closed however the thread ends. `doing` is
     marked with where the thread is (the stall watch's line, `stall.py`)."""
     device = plan.device or jax.devices()[0]
     store, stop = exchange
     doing = doing if doing is not None else Doing()
     try:
         doing.now = "reset"
-        start = (env.reset(reset_seed(plan)), jax.device_get(memory))
+        starts = _reset(groups, plan, jax.device_get(memory))
         doing.now = "round"
-        _check_obs(start[0], "observation")
         acting: Acting | None = None
         acting_slot = -1
         for i in range(plan.first_round, plan.rounds):
@@ -258,9 +195,9 @@ def run_actor(
                 acting = Acting(params, published.version, stats, plan.raw_obs)
                 acting_slot = slot
             assert acting is not None
-            first_obs = start[0]
-            start, traj, host_steps, seconds = rollout(
-                env, policy, acting, start, i * plan.rollout_len, plan.rollout_len, doing
+            first_obs = join_envs([start[0] for start in starts], axis=0)
+            starts, traj, host_steps, seconds = grouped_rollout(
+                groups, acting, starts, i * plan.rollout_len, plan.rollout_len, doing
             )
             returns, lengths = _episodes(host_steps)
             stats = _obs_moments(first_obs, host_steps, acting)
@@ -268,6 +205,23 @@ def run_actor(
             if not put(out, handed, stop):
                 return
     except Exception as e:  # noqa: BLE001  (an env may raise anything; reported in one line)
-        stop.fail(env.name, plan.actor, e)
+        stop.fail(groups[0].env.name, plan.actor, e)
     finally:
-        env.close()
+        for group in groups:
+            group.env.close()
+
+
+def _reset(groups: Sequence[Group], plan: ActorPlan, memory: Memory | None) -> list:
+    """Each group's first (observation, Memory): its envs reset from the seeds of their
+    global indices, its slice of the actor's initial memory."""
+    starts, first = [], 0
+    for group in groups:
+        n = group.env.num_envs
+        obs = group.env.reset(reset_seed(plan) + first)
+        check_obs(obs, "observation")
+        mine = (
+            None if memory is None else jax.tree.map(lambda x, a=first, b=first + n: x[a:b], memory)
+        )
+        starts.append((obs, mine))
+        first += n
+    return starts

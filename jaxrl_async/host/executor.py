@@ -55,6 +55,7 @@ from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, make_policy, run_actor
 from jaxrl_async.host.by_name import HOST_NAMES, make_run_env
+from jaxrl_async.host.groups import EnvGroups, Group, split_sizes
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.mesh_learn import mesh_learn, one_device
 from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge, stack
@@ -95,15 +96,32 @@ def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
     _, local_envs = process_envs(config)  # every env, but with several processes their share
     sizes = [len(s) for s in np.array_split(np.arange(local_envs), threads)]
     sizes *= config.train.num_seeds  # each seed's own envs (`seeds.py`), seed by seed
-    envs: list[GymnasiumVecEnv] = []
+    envs: list = []
     try:
         for size in sizes:
-            envs.append(make_run_env(config.env, size))
+            envs.append(_actor_env(config, size))
     except Exception:
         for env in envs:
             env.close()
         raise
     return envs
+
+
+def _actor_env(config: Config, size: int):
+    """One actor's `size` envs: one host env, or with pipeline.env_groups G > 1 an
+    EnvGroups of G over consecutive slices (`groups.py`)."""
+    count = min(config.pipeline.env_groups, size)
+    if count == 1:
+        return make_run_env(config.env, size)
+    parts: list = []
+    try:
+        for part in split_sizes(size, count):
+            parts.append(make_run_env(config.env, part))
+    except Exception:
+        for env in parts:
+            env.close()
+        raise
+    return EnvGroups(parts)
 
 
 def make_host_agent(config: Config, spec) -> Agent:
@@ -313,12 +331,12 @@ def start_actors(
             seed_index=None if seeds is None else run,
         )
         q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
-        policy = make_policy(agent, act_key, plan, env.num_envs)
+        groups = _groups(agent, act_key, plan, getattr(env, "parts", [env]))
         memory = agent.initial_memory(env.num_envs)
         doing.append(Doing())
         thread = threading.Thread(
             target=run_actor,
-            args=(env, policy, plan, exchange, q, memory, doing[-1]),
+            args=(groups, plan, exchange, q, memory, doing[-1]),
             name=f"host-actor-{k}",
             daemon=True,
         )
@@ -328,6 +346,17 @@ def start_actors(
     for thread in threads:
         thread.start()
     return threads, queues, doing
+
+
+def _groups(agent: Agent, key: jax.Array, plan: ActorPlan, parts: list) -> list[Group]:
+    """An actor's env groups, each with the policy compiled for its envs (their global
+    indices from the actor's first on)."""
+    groups, first = [], plan.first_env
+    for env in parts:
+        mine = plan._replace(first_env=first)
+        groups.append(Group(env, make_policy(agent, key, mine, env.num_envs)))
+        first += env.num_envs
+    return groups
 
 
 class Executor:
