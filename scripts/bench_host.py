@@ -1,16 +1,19 @@
 #!/usr/bin/env python
-"""Host-env speed: training SPS at each pipeline.lag, interleaved, against the env's own
-random-action loop at the same number of envs, with where each run's time went.
+"""Host-env speed: training SPS at each pipeline.lag (and pipeline.env_groups), interleaved,
+against the env's own random-action loop at the same number of envs, with where each
+run's time went.
 
     python scripts/bench_host.py                                  # ppo_gymnasium_cartpole
     python scripts/bench_host.py --config ppo_gymnasium_cartpole --lags 0,1 --repeats 5
+    python scripts/bench_host.py --lags 1 --groups 1,2            # env groups' overlap
     python scripts/bench_host.py --override env.num_envs=16 --json host.json
 
 Each round runs, in turn: the env's random loop (its `step` with sampled actions, the
-ceiling any trainer of that env can reach), then one training run per lag. Training SPS
-is the executor's own (env steps after the first round, whose compiles it leaves out).
-The profile of a run is the learner thread's time waiting for rounds and learning, and
-the slowest actor's time in env.step and in the policy: at lag 0 the two sides take
+ceiling any trainer of that env can reach), then one training run per setting. Training
+SPS is the executor's own (env steps after the first round, whose compiles it leaves
+out). The profile of a run is the learner's time learning, and the slowest actor's time
+in env.step and in the policy, split into dispatching its calls, waiting for their
+compute and fetching their results (`host/groups.py`'s ActorSeconds): at lag 0 the two sides take
 turns, so a round costs their sum; at lag >= 1 they overlap, so the bound on the speedup
 is (actor + learner) / max(actor, learner). Medians with min and max over the rounds;
 `python scripts/harness.py table` puts --json's table into docs/performance.json.
@@ -46,14 +49,20 @@ def random_loop_sps(config, seconds: float) -> float:
         env.close()
 
 
-def train_once(name: str, overrides: list[str], lag: int) -> dict:
-    config = jaxrl_async.load_config(
-        name, [*overrides, f"pipeline.lag={lag}", "train.progress=false"]
-    )
+def train_once(name: str, overrides: list[str], lag: int, groups: int = 1) -> dict:
+    settings = [f"pipeline.lag={lag}", f"pipeline.env_groups={groups}", "train.progress=false"]
+    config = jaxrl_async.load_config(name, [*overrides, *settings])
     result = train_host(config)
     keys = ("sps", "final_return", "policy_lag", "learner_wait_seconds", "learn_seconds")
-    keys += ("actor_env_seconds", "actor_policy_seconds", "train_seconds", "env_steps")
+    keys += ("actor_env_seconds", "actor_policy_seconds", "actor_dispatch_seconds")
+    keys += ("actor_fetch_seconds", "train_seconds", "env_steps")
     return {k: result[k] for k in keys}
+
+
+def _compute(run: dict) -> float:
+    """The slowest actor's seconds waiting for its policy's compute."""
+    fetched = run["actor_dispatch_seconds"] + run["actor_fetch_seconds"]
+    return run["actor_policy_seconds"] - fetched
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,14 +71,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--override", action="append", default=[], help="section.key=value")
     p.add_argument("--steps", type=int, default=65_536, help="train.total_steps of each run")
     p.add_argument("--lags", default="0,1")
+    p.add_argument("--groups", default="1", help="pipeline.env_groups values, e.g. 1,2")
     p.add_argument("--random-seconds", type=float, default=5.0)
     args = p.parse_args(argv)
     lags = [int(x) for x in args.lags.split(",")]
+    groups = [int(x) for x in args.groups.split(",")]
+    names = {
+        (lag, g): f"lag {lag}" + ("" if groups == [1] else f", {g} env groups")
+        for lag in lags
+        for g in groups
+    }
     overrides = [*args.override, f"train.total_steps={args.steps}"]
     config = jaxrl_async.load_config(args.config, overrides)
     programs = {"random loop": lambda _: {"sps": random_loop_sps(config, args.random_seconds)}}
-    for lag in lags:
-        programs[f"lag {lag}"] = lambda _, lag=lag: train_once(args.config, overrides, lag)
+    for (lag, g), name in names.items():
+        programs[name] = lambda _, lag=lag, g=g: train_once(args.config, overrides, lag, g)
     runs = harness.interleave(programs, args.repeats)
     loop = (
         "EnvPool's pool through the adapter's same-step shim"
@@ -79,25 +95,26 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         [f"random loop ({loop}, no policy)", harness.cell(harness.of(runs["random loop"], "sps"))]
     ]
-    rows[0] += ["1", "-", "-", "-"]
-    for lag in lags:
-        rs = runs[f"lag {lag}"]
+    rows[0] += ["1", "-", "-", "-", "-", "-", "-"]
+    first = next(iter(names.values()))
+    for name in names.values():
+        rs = runs[name]
         rows.append(
             [
-                f"lag {lag}",
+                name,
                 harness.cell(harness.of(rs, "sps")),
                 harness.cell(harness.ratios(rs, runs["random loop"]), ".2f"),
-                harness.cell(
-                    [r["actor_env_seconds"] + r["actor_policy_seconds"] for r in rs], ".1f"
-                ),
+                harness.cell(harness.of(rs, "actor_env_seconds"), ".1f"),
+                harness.cell(harness.of(rs, "actor_dispatch_seconds"), ".1f"),
+                harness.cell([_compute(r) for r in rs], ".1f"),
+                harness.cell(harness.of(rs, "actor_fetch_seconds"), ".1f"),
                 harness.cell(harness.of(rs, "learn_seconds"), ".1f"),
-                "1"
-                if lag == lags[0]
-                else harness.cell(harness.ratios(rs, runs[f"lag {lags[0]}"]), ".2f"),
+                "1" if name == first else harness.cell(harness.ratios(rs, runs[first]), ".2f"),
             ]
         )
-    columns = ["run", "training SPS", "of the random loop", "actor s (env + policy)"]
-    columns += ["learner learn s", f"ratio to lag {lags[0]}"]
+    columns = ["run", "training SPS", "of the random loop", "actor env.step s"]
+    columns += ["policy dispatch s", "policy compute s", "policy fetch s", "learner learn s"]
+    columns += [f"ratio to {first}"]
     return harness.report(
         __file__,
         argv,

@@ -16,13 +16,14 @@ from gymnasium.wrappers import TimeLimit
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.gymnasium_env import FACTORY_NAMESPACE
+from jaxrl_async.host.round_times import ACTOR_TIMES
 from jaxrl_async.training.trainer import resume, train
 from tests.helpers import host_envs
 from tests.helpers.cli import run_cli_in_process
 from tests.helpers.host_runs import CORRIDOR, SMALL
 
 # Per-record keys that measure time, not what was learned.
-TIMES = ("wall_seconds", "sps", "actor_env_seconds", "actor_policy_seconds")
+TIMES = ("wall_seconds", "sps", *ACTOR_TIMES)
 
 
 def corridor(**kwargs) -> gymnasium.Env:

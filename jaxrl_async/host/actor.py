@@ -48,6 +48,8 @@ class Trajectory(NamedTuple):
     episode_lengths: np.ndarray  # int64: their lengths
     env_seconds: float = 0.0  # the actor's time in env.step for this round
     policy_seconds: float = 0.0  # ... and in the policy (inference and its transfers)
+    dispatch_seconds: float = 0.0  # ... of which dispatching its calls (`groups.ActorSeconds`)
+    fetch_seconds: float = 0.0  # ... and fetching their results
     obs_moments: ObsStats | None = None  # env.normalize_obs: of the raw observations acted on
 
 
@@ -124,7 +126,7 @@ def rollout(
     starts, traj, steps, seconds = grouped_rollout(
         [Group(env, policy)], acting, [start], first_step, length, doing
     )
-    return starts[0], traj, steps, seconds
+    return starts[0], traj, steps, (seconds.env, seconds.policy)
 
 
 def _obs_moments(first_obs: Any, host_steps: list[HostStep], acting: Acting) -> ObsStats | None:

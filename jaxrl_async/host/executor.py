@@ -81,14 +81,16 @@ from jaxrl_async.run.divergence import param_abs_max
 from jaxrl_async.types import Agent, BuildContext, LearnFn, Transition
 
 JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
+# Where an actor's round went (`groups.ActorSeconds`); a record keeps the slowest actor's.
+ACTOR = ("env", "policy", "dispatch", "fetch")
 
 
 def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
     """One host env per actor thread (`pipeline.actor_threads` a seed, for each of
     train.num_seeds) over its slice of `env.num_envs` (same-step autoreset, so that every
-    step is a transition; observations masked by env.mask_obs, `by_name.make_run_env`).
-    The config was validated when loaded (`config._validate_host`): what the executor
-    does not run is refused there."""
+    step is a transition; observations masked by env.mask_obs, `by_name.make_run_env`),
+    its envs in pipeline.env_groups groups (`groups.py`). The config was validated when
+    loaded (`config._validate_host`): what the executor does not run is refused there."""
     if not config.env.host:
         raise ConfigError(f"env.name must be a host env ({HOST_NAMES}) for the host executor")
     host_devices(config)  # too few devices for the run: refused before any env is built
@@ -214,8 +216,7 @@ def round_record(parts: list[Trajectory], r: int, batch: int, runs: int | None =
         "versions": [np.unique(p.traj.version).tolist() for p in parts],
         "episode_return": float(returns.mean()) if returns.size else math.nan,
         **{k: v[0] if runs is None else np.asarray(v, np.float64) for k, v in sums.items()},
-        "actor_env_seconds": max(p.env_seconds for p in parts),
-        "actor_policy_seconds": max(p.policy_seconds for p in parts),
+        **{f"actor_{k}_seconds": max(getattr(p, f"{k}_seconds") for p in parts) for k in ACTOR},
     }
 
 

@@ -62,16 +62,24 @@ def join_envs(trees: Sequence[Any], axis: int) -> Any:
     return jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *trees)
 
 
+class ActorSeconds(NamedTuple):
+    """An actor round's seconds: in env.step, and in the policy, which is dispatching
+    its calls (the Python side of a JAX call: arguments in, the program launched),
+    waiting for their compute, and fetching their results to the host."""
+
+    env: float
+    policy: float  # dispatch + waiting for compute + fetch
+    dispatch: float
+    fetch: float
+
+
 class _Timer:
-    """An actor round's seconds in the env's step and in the policy (dispatch and fetch)."""
-
     def __init__(self) -> None:
-        self.env = self.policy = 0.0
+        self.env = self.dispatch = self.wait = self.fetch = 0.0
 
-    def policy_since(self, started: float) -> float:
-        now = time.perf_counter()
-        self.policy += now - started
-        return now
+    def seconds(self) -> ActorSeconds:
+        policy = self.dispatch + self.wait + self.fetch
+        return ActorSeconds(self.env, policy, self.dispatch, self.fetch)
 
 
 def grouped_rollout(
@@ -81,11 +89,11 @@ def grouped_rollout(
     first_step: int,
     length: int,
     doing: Doing,
-) -> tuple[list[tuple[Any, Memory | None]], Transition, list[HostStep], tuple[float, float]]:
+) -> tuple[list[tuple[Any, Memory | None]], Transition, list[HostStep], ActorSeconds]:
     """`length` steps of every group from `starts` (each group's observation and Memory)
     with `acting` (parameters, version, statistics, raw_obs: `actor.Acting`): (where each
     group's next round starts, the trajectory [T, B_k] of all groups, the steps [B_k]
-    as given, (seconds in env.step, seconds in the policy))."""
+    as given, where the time went: ActorSeconds)."""
     params, version, stats, raw_obs = acting
     seen = (lambda o: o) if stats is None else (lambda o: normalize(stats, o))
     kept = (lambda o: o) if raw_obs else seen  # what the trajectory holds
@@ -100,14 +108,18 @@ def grouped_rollout(
 
     started = time.perf_counter()
     pending = [dispatch(g, 0) for g in range(len(groups))]
-    timer.policy_since(started)
+    timer.dispatch += time.perf_counter() - started
     for t in range(length):
         for g, group in enumerate(groups):
             started = time.perf_counter()
             doing.now = "policy"
             observed, out = pending[g]
+            jax.block_until_ready(out)
+            computed = time.perf_counter()
             carry, action, extras = jax.device_get(out)
-            stepped = timer.policy_since(started)
+            stepped = time.perf_counter()
+            timer.wait += computed - started
+            timer.fetch += stepped - computed
             doing.now = "step"
             step = group.env.step(action)
             doing.now = "round"
@@ -130,10 +142,10 @@ def grouped_rollout(
             if t + 1 < length:
                 started = time.perf_counter()
                 pending[g] = dispatch(g, t + 1)
-                timer.policy_since(started)
+                timer.dispatch += time.perf_counter() - started
     traj = join_envs([jax.tree.map(lambda *xs: np.stack(xs), *s) for s in steps], axis=1)
     joined = [join_envs([h[t] for h in host_steps], axis=0) for t in range(length)]
-    return list(zip(obs, memory)), traj, joined, (timer.env, timer.policy)
+    return list(zip(obs, memory)), traj, joined, timer.seconds()
 
 
 def _next_memory(memory: Memory | None, carry: Any, step: HostStep) -> Memory | None:

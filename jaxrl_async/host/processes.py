@@ -30,6 +30,7 @@ import numpy as np
 
 from jaxrl_async.errors import ConfigError, RunFailure
 from jaxrl_async.host.obs_norm import ObsStats
+from jaxrl_async.host.round_times import ACTOR_TIMES
 
 Agreed = Literal["go", "stop", "failed"]
 
@@ -112,7 +113,7 @@ def gathered_record(record: dict) -> dict:
     """A round's record with the episode sums of every process added up and the actor
     times the slowest process's."""
     sums = ("episodes", "episode_return_sum", "episode_length_sum")
-    times = ("actor_env_seconds", "actor_policy_seconds")
+    times = ACTOR_TIMES
     local = np.asarray([record[k] for k in (*sums, *times)], np.float64)
     every = _allgather(local)
     total, slowest = every[:, : len(sums)].sum(0), every[:, len(sums) :].max(0)

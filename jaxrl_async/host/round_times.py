@@ -6,20 +6,31 @@ from __future__ import annotations
 import math
 import time
 
+# A round record's actor times (the slowest actor's): env.step, the policy in all, and of
+# the policy its calls' dispatch and its results' fetch (`groups.ActorSeconds`).
+ACTOR_TIMES = (
+    "actor_env_seconds",
+    "actor_policy_seconds",
+    "actor_dispatch_seconds",
+    "actor_fetch_seconds",
+)
+
 
 class RoundTimes:
     """Where the time of the rounds after the first went: the learner thread's waiting
-    for rounds and learning, the slowest actor's in env.step and in the policy."""
+    for rounds and learning, the slowest actor's in env.step and in the policy (its
+    dispatch and fetch among it)."""
 
     def __init__(self) -> None:
         self.started = self.first_done = time.perf_counter()
         self.wait = self.learn = 0.0
-        self.env = self.policy = 0.0  # the slowest actor's, summed over rounds
+        # the slowest actor's env, policy, dispatch and fetch seconds, summed over rounds
+        self.actor = dict.fromkeys(ACTOR_TIMES, 0.0)
 
     def add(self, wait: float, learn: float, record: dict) -> None:
         self.wait, self.learn = self.wait + wait, self.learn + learn
-        self.env += record["actor_env_seconds"]
-        self.policy += record["actor_policy_seconds"]
+        for key in ACTOR_TIMES:
+            self.actor[key] += record[key]
 
     def stats(self, rounds: int, batch: int) -> dict:
         ended = time.perf_counter()
@@ -31,6 +42,5 @@ class RoundTimes:
             "compile_seconds": self.first_done - self.started,
             "learner_wait_seconds": self.wait,
             "learn_seconds": self.learn,
-            "actor_env_seconds": self.env,
-            "actor_policy_seconds": self.policy,
+            **self.actor,
         }

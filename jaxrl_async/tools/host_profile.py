@@ -2,7 +2,8 @@
 
 A host run has no compiled tick to take apart; its executor times itself instead
 (`host/round_times.py` RoundTimes, the rounds after the first): the slowest actor's time in
-env.step and in the policy, and the learner's time learning and waiting for rounds.
+env.step and in the policy (of which dispatching its calls and fetching their results), and
+the learner's time learning and waiting for rounds.
 Each repeat trains `rounds` rounds of the config; the bound on what overlapping actor
 and learner can win (lag >= 1 against lag 0) is (actor + learner) / max(actor, learner).
 """
@@ -24,7 +25,14 @@ def profile_host(config: Config, rounds: int, repeats: int) -> dict:
     runs = [train_host(config) for _ in range(repeats)]
     per_round = {
         key: [r[f"{key}_seconds"] / rounds for r in runs]
-        for key in ("actor_env", "actor_policy", "learn", "learner_wait")
+        for key in (
+            "actor_env",
+            "actor_policy",
+            "actor_dispatch",
+            "actor_fetch",
+            "learn",
+            "learner_wait",
+        )
     }
     actor = statistics.median(
         a + p for a, p in zip(per_round["actor_env"], per_round["actor_policy"])
@@ -45,8 +53,8 @@ def profile_host(config: Config, rounds: int, repeats: int) -> dict:
 def host_table(rows: list[dict]) -> str:
     """Markdown: per config, SPS and each side's milliseconds a round (medians)."""
     lines = [
-        "| config | envs x steps | lag | actor threads | SPS | env step | policy | learn "
-        "| learner waits | overlap bound |",
+        "| config | envs x steps | lag | actor threads | SPS | env step | policy (dispatch, "
+        "fetch) | learn | learner waits | overlap bound |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
@@ -55,7 +63,8 @@ def host_table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['config']} | {r['envs']} x {r['rollout_len']} | {r['lag']} | "
             f"{r['actor_threads']} | {statistics.median(sps):,.0f} [{min(sps):,.0f}–"
-            f"{max(sps):,.0f}] | {ms['actor_env']:.3g} ms | {ms['actor_policy']:.3g} ms | "
+            f"{max(sps):,.0f}] | {ms['actor_env']:.3g} ms | {ms['actor_policy']:.3g} ms "
+            f"({ms['actor_dispatch']:.3g}, {ms['actor_fetch']:.3g}) | "
             f"{ms['learn']:.3g} ms | {ms['learner_wait']:.3g} ms | {r['overlap_bound']:.2f}x |"
         )
     return "\n".join(lines)

@@ -50,6 +50,7 @@ from jaxrl_async.host.obs_norm import from_saved, initial_stats
 from jaxrl_async.host.placement import host_devices
 from jaxrl_async.host.processes import processes
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
+from jaxrl_async.host.round_times import ACTOR_TIMES
 from jaxrl_async.host.saved import saved_state
 from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.pipeline.footprint import check_fits
@@ -197,7 +198,7 @@ class HostEngine:
             "lag": self.config.pipeline.lag,
             "policy_lag": stats.get("policy_lag"),
             "policy_lag_max": stats.get("policy_lag_max"),
-            **{k: stats.get(k) for k in (*keys, "actor_policy_seconds")},
+            **{k: stats.get(k) for k in (*keys, *ACTOR_TIMES[1:])},
         }
 
     def close(self) -> None:
