@@ -22,31 +22,12 @@ is (actor + learner) / max(actor, learner). Medians with min and max over the ro
 from __future__ import annotations
 
 import sys
-import time
 
 import harness  # beside this script in scripts/
 
 import jaxrl_async
-from jaxrl_async.host import make_host_env
 from jaxrl_async.host.executor import train_host
-
-
-def random_loop_sps(config, seconds: float) -> float:
-    """Env steps per second of the env's own vector loop with random actions: no policy
-    and no adapter (the vector env the adapter wraps, stepped directly: Gymnasium's, or
-    an EnvPool with its same-step resets)."""
-    env = make_host_env(config.env.name, config.env.num_envs, **config.env.kwargs)
-    vec = env.env
-    try:
-        vec.reset(seed=config.train.seed)
-        vec.action_space.seed(config.train.seed)
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            vec.step(vec.action_space.sample())
-            steps += env.num_envs
-        return steps / (time.perf_counter() - start)
-    finally:
-        env.close()
+from jaxrl_async.host.random_play import random_loop_sps
 
 
 def train_once(name: str, overrides: list[str], lag: int, groups: int = 1) -> dict:
@@ -83,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     overrides = [*args.override, f"train.total_steps={args.steps}"]
     config = jaxrl_async.load_config(args.config, overrides)
-    programs = {"random loop": lambda _: {"sps": random_loop_sps(config, args.random_seconds)}}
+    seconds = args.random_seconds
+    programs = {
+        "random loop": lambda _: {"sps": random_loop_sps(config.env, seconds, config.train.seed)}
+    }
     for (lag, g), name in names.items():
         programs[name] = lambda _, lag=lag, g=g: train_once(args.config, overrides, lag, g)
     runs = harness.interleave(programs, args.repeats)

@@ -1,12 +1,18 @@
-"""Random play on a host env: the baseline a learning curve is read against.
+"""Random play on a host env: the baselines a run is read against.
 
-Uniformly random actions on the env an `EnvConfig` names, with its kwargs (so Atari's
-options, and raw game scores as the training reports them). Each env contributes its
-first episodes only, the same number from each, so short episodes are not favoured over
-the long ones still running when enough have ended.
+`random_returns`: uniformly random actions on the env an `EnvConfig` names, with its
+kwargs (so Atari's options, and raw game scores as the training reports them). Each env
+contributes its first episodes only, the same number from each, so short episodes are
+not favoured over the long ones still running when enough have ended.
+
+`random_loop_sps`: how fast the env itself steps, its own vector loop with random
+actions and nothing else: the ceiling any trainer of that env reaches at that number of
+envs, which a host run's SPS is read against (`bench --profile`, scripts/bench_host.py).
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -32,3 +38,21 @@ def random_returns(env_config, episodes: int, seed: int = 0) -> np.ndarray:
     finally:
         env.close()
     return np.asarray([r for e in ended for r in e[:per_env]])
+
+
+def random_loop_sps(env_config, seconds: float, seed: int = 0) -> float:
+    """Env steps per second of `env_config`'s vector env stepped with random actions for
+    about `seconds`: no policy and no adapter (the vector env the adapter wraps, stepped
+    directly: Gymnasium's, or an EnvPool with its same-step resets)."""
+    env = make_host_env(env_config.name, env_config.num_envs, **env_config.kwargs)
+    vec = env.env
+    try:
+        vec.reset(seed=seed)
+        vec.action_space.seed(seed)
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            vec.step(vec.action_space.sample())
+            steps += env.num_envs
+        return steps / (time.perf_counter() - start)
+    finally:
+        env.close()

@@ -15,14 +15,22 @@ import statistics
 
 from jaxrl_async.config.loader import Config
 
+# Seconds of the env's own random loop measured beside each training run.
+RANDOM_SECONDS = 2.0
+
 
 def profile_host(config: Config, rounds: int, repeats: int) -> dict:
-    """The per-round profile of `config` over `repeats` runs of `rounds` rounds each."""
+    """The per-round profile of `config` over `repeats` runs of `rounds` rounds each, each
+    run after a measure of the env's own random loop (interleaved: SPS / loop SPS)."""
     from jaxrl_async.host.executor import train_host
+    from jaxrl_async.host.random_play import random_loop_sps
 
     steps = (rounds + 1) * config.batch_size  # the first round (its compiles) is left out
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, total_steps=steps))
-    runs = [train_host(config) for _ in range(repeats)]
+    loops, runs = [], []
+    for _ in range(repeats):
+        loops.append(random_loop_sps(config.env, RANDOM_SECONDS, config.train.seed))
+        runs.append(train_host(config))
     per_round = {
         key: [r[f"{key}_seconds"] / rounds for r in runs]
         for key in (
@@ -45,6 +53,8 @@ def profile_host(config: Config, rounds: int, repeats: int) -> dict:
         "lag": config.pipeline.lag,
         "actor_threads": config.pipeline.actor_threads,
         "sps": [r["sps"] for r in runs],
+        "random_loop_sps": loops,
+        "of_random_loop": [r["sps"] / loop for r, loop in zip(runs, loops)],
         "seconds_per_round": per_round,
         "overlap_bound": (actor + learner) / max(actor, learner, 1e-12),
     }
@@ -53,17 +63,18 @@ def profile_host(config: Config, rounds: int, repeats: int) -> dict:
 def host_table(rows: list[dict]) -> str:
     """Markdown: per config, SPS and each side's milliseconds a round (medians)."""
     lines = [
-        "| config | envs x steps | lag | actor threads | SPS | env step | policy (dispatch, "
-        "fetch) | learn | learner waits | overlap bound |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| config | envs x steps | lag | actor threads | SPS | of the env's random loop "
+        "| env step | policy (dispatch, fetch) | learn | learner waits | overlap bound |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         ms = {k: 1e3 * statistics.median(v) for k, v in r["seconds_per_round"].items()}
-        sps = r["sps"]
+        sps, share = r["sps"], r["of_random_loop"]
         lines.append(
             f"| {r['config']} | {r['envs']} x {r['rollout_len']} | {r['lag']} | "
             f"{r['actor_threads']} | {statistics.median(sps):,.0f} [{min(sps):,.0f}–"
-            f"{max(sps):,.0f}] | {ms['actor_env']:.3g} ms | {ms['actor_policy']:.3g} ms "
+            f"{max(sps):,.0f}] | {statistics.median(share):.2f} [{min(share):.2f}–"
+            f"{max(share):.2f}] | {ms['actor_env']:.3g} ms | {ms['actor_policy']:.3g} ms "
             f"({ms['actor_dispatch']:.3g}, {ms['actor_fetch']:.3g}) | "
             f"{ms['learn']:.3g} ms | {ms['learner_wait']:.3g} ms | {r['overlap_bound']:.2f}x |"
         )
