@@ -13,6 +13,7 @@ import pytest
 from jaxrl_async import load_config, sweep, train
 from jaxrl_async.run import checkpoint as ckpt
 from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
+from tests.helpers.cli import run_cli_in_process
 from tests.helpers.host_runs import CORRIDOR, SMALL, dqn_config, record_executors
 
 # Float rounding of a batched program against the one-seed program.
@@ -109,3 +110,13 @@ def test_a_seed_batched_run_repeats_at_any_thread_count(lag):
     for a, b in zip(jax.tree.leaves(runs[0].state), jax.tree.leaves(runs[1].state)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     np.testing.assert_array_equal(runs[0].metrics["loss"], runs[1].metrics["loss"])
+
+
+def test_eval_of_a_seed_batched_run_is_refused_in_one_line(tmp_path):
+    """Its checkpoint holds every seed's state; eval restores one seed's: exit 2, one line
+    saying so, no eval.json."""
+    run = tmp_path / "run"
+    train(ppo("train.num_seeds=2", rounds=2), run_dir=run)
+    code, err = run_cli_in_process("eval", str(run), cwd=tmp_path)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "trained 2 seeds side by side" in err and not (run / "eval.json").exists()

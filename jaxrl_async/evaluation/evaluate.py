@@ -30,7 +30,7 @@ from jaxrl_async import envs as envs_lib
 from jaxrl_async.config.loader import EVAL_MODES, Config, EvalConfig, engine_kind
 from jaxrl_async.envs.wrappers import NormalizeObservation, NormState, VecEnv
 from jaxrl_async.evaluation.restore import restore_run
-from jaxrl_async.evaluation.results import eval_result, eval_settings, summarize
+from jaxrl_async.evaluation.results import check_one_seed, eval_result, eval_settings, summarize
 from jaxrl_async.run import distributed, rundir
 from jaxrl_async.types import ActorClock, Agent, Memory
 
@@ -329,6 +329,7 @@ def evaluate_run(
     """
     run_dir = Path(run_dir)
     config = rundir.resume_config(run_dir)
+    check_one_seed(run_dir, config.train.num_seeds)
     if engine_kind(config, env) == "host":
         from jaxrl_async.evaluation.host import evaluate_host_run
 

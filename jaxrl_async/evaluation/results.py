@@ -21,6 +21,20 @@ NO_EVAL = {
 }
 
 
+def check_one_seed(run_dir: Path, num_seeds: int) -> None:
+    """A UserError of one line for a run that trained several seeds side by side
+    (train.num_seeds > 1): its checkpoint holds every seed's state, which `eval` and
+    videos, built for one, do not restore yet."""
+    if num_seeds > 1:
+        from jaxrl_async.errors import UserError
+
+        raise UserError(
+            f"{run_dir} trained {num_seeds} seeds side by side (train.num_seeds={num_seeds}): "
+            "eval and videos restore one seed's state, not several yet; train a seed alone "
+            "(train.num_seeds=1 train.seed=S) to evaluate it"
+        )
+
+
 def summarize(returns, lengths) -> dict:
     """The log-record fields (NO_EVAL's keys) of one evaluation's [N] returns and lengths."""
     returns = np.asarray(returns, np.float64)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from jaxrl_async.config.loader import engine_kind
 from jaxrl_async.evaluation.renderers import headless_gl, renderer_for
-from jaxrl_async.evaluation.results import eval_result, eval_settings
+from jaxrl_async.evaluation.results import check_one_seed, eval_result, eval_settings
 from jaxrl_async.evaluation.writer import check_video_path, write_video
 from jaxrl_async.run import rundir
 
@@ -37,6 +37,7 @@ def record_video(
     headless_gl()  # before an env suite imports MuJoCo (Brax, Gymnasium's MuJoCo envs)
     run_dir = Path(run_dir)
     config = rundir.resume_config(run_dir)
+    check_one_seed(run_dir, config.train.num_seeds)
     eval_config = eval_settings(config.eval, episodes, mode)
     config = dataclasses.replace(config, eval=eval_config)
     seed = config.train.seed if seed is None else seed
