@@ -49,7 +49,6 @@ class Trajectory(NamedTuple):
     env_seconds: float = 0.0  # the actor's time in env.step for this round
     policy_seconds: float = 0.0  # ... and in the policy (inference and its transfers)
     dispatch_seconds: float = 0.0  # ... of which dispatching its calls (`groups.ActorSeconds`)
-    fetch_seconds: float = 0.0  # ... and fetching their results
     obs_moments: ObsStats | None = None  # env.normalize_obs: of the raw observations acted on
 
 

@@ -77,12 +77,11 @@ from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.host.stall import Doing, StallWatch
 from jaxrl_async.host.stopping import RunStop, get
 from jaxrl_async.pipeline.sharding import AXIS
-from jaxrl_async.run.divergence import param_abs_max
 from jaxrl_async.types import Agent, BuildContext, LearnFn, Transition
 
 JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
 # Where an actor's round went (`groups.ActorSeconds`); a record keeps the slowest actor's.
-ACTOR = ("env", "policy", "dispatch", "fetch")
+ACTOR = ("env", "policy", "dispatch")
 
 
 def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
@@ -386,7 +385,6 @@ class Executor:
         self.learner = make_learner(config, agent, envs[0].spec, key, self.seeds)
         self.start = _ready(start, config, agent, envs[0].spec, self.learner, key)
         self.stop = RunStop(stop)
-        self._abs_max = jax.jit(batched(param_abs_max, self.seeds))
         store = ParamStore(config.pipeline.lag, self.start.round)
         params = one_device(self.start.state.params)
         store.publish(self.start.round, params, self.start.updates, self.start.obs_stats)
@@ -432,8 +430,6 @@ class Executor:
             self.times.first_done = time.perf_counter()
         self.lags.append(metrics["policy_lag"])
         record = {**record, **metrics, "updates": progress.updates}
-        abs_max = jax.device_get(self._abs_max(progress.state.params))
-        record["param_abs_max"] = float(abs_max) if runs is None else abs_max
         return progress, record
 
     def _agreed(self, parts: list[Trajectory] | None) -> list[Trajectory] | None:

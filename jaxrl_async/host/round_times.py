@@ -7,24 +7,19 @@ import math
 import time
 
 # A round record's actor times (the slowest actor's): env.step, the policy in all, and of
-# the policy its calls' dispatch and its results' fetch (`groups.ActorSeconds`).
-ACTOR_TIMES = (
-    "actor_env_seconds",
-    "actor_policy_seconds",
-    "actor_dispatch_seconds",
-    "actor_fetch_seconds",
-)
+# the policy its calls' dispatch (the rest: waiting for results, `groups.ActorSeconds`).
+ACTOR_TIMES = ("actor_env_seconds", "actor_policy_seconds", "actor_dispatch_seconds")
 
 
 class RoundTimes:
     """Where the time of the rounds after the first went: the learner thread's waiting
     for rounds and learning, the slowest actor's in env.step and in the policy (its
-    dispatch and fetch among it)."""
+    dispatch among it)."""
 
     def __init__(self) -> None:
         self.started = self.first_done = time.perf_counter()
         self.wait = self.learn = 0.0
-        # the slowest actor's env, policy, dispatch and fetch seconds, summed over rounds
+        # the slowest actor's env, policy and dispatch seconds, summed over rounds
         self.actor = dict.fromkeys(ACTOR_TIMES, 0.0)
 
     def add(self, wait: float, learn: float, record: dict) -> None:

@@ -56,6 +56,7 @@ from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.pipeline.footprint import check_fits
 from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.run import distributed, rundir
+from jaxrl_async.run.divergence import param_abs_max
 from jaxrl_async.training.engine import Advanced, EngineKind, Untimed
 from jaxrl_async.training.hparams import RunGroup, learner_with_hparams
 from jaxrl_async.training.plan import RunPlan
@@ -109,6 +110,7 @@ class HostEngine:
         self.executor = Executor(
             self.config, self.agent, self.envs, start, stop=self.stop, warn=warn, seeds=self.seeds
         )
+        self._abs_max = jax.jit(batched(param_abs_max, self.seeds))
         return self.executor.progress()
 
     def _fresh(self):
@@ -155,6 +157,8 @@ class HostEngine:
         progress, record = stepped
         metrics = {k: v for k, v in record.items() if k not in _NOT_LOGGED}
         metrics["policy_lag_max"] = metrics["policy_lag"]
+        # what the divergence check reads of the parameters (each run's, seed-batched)
+        metrics["param_abs_max"] = jax.device_get(self._abs_max(progress.state.params))
         if self.seeds is not None:  # each run's [N], one call's [N, 1] as a JAX run's
             runs = len(self.seeds)
             metrics = {k: np.broadcast_to(v, (runs,))[:, None] for k, v in metrics.items()}

@@ -86,9 +86,8 @@ class RunSummary:
     learn_seconds: float | None = field(default=None, metadata=HOST_ONLY)
     actor_env_seconds: float | None = field(default=None, metadata=HOST_ONLY)
     actor_policy_seconds: float | None = field(default=None, metadata=HOST_ONLY)
-    # of the policy's: dispatching its calls, fetching their results (the rest: compute)
+    # of the policy's: dispatching its calls (the rest: waiting for their results)
     actor_dispatch_seconds: float | None = field(default=None, metadata=HOST_ONLY)
-    actor_fetch_seconds: float | None = field(default=None, metadata=HOST_ONLY)
 
     def to_dict(self) -> dict[str, Any]:
         """summary.json's object (and `TrainResult.summary`): the common fields and this
