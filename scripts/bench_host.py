@@ -13,7 +13,7 @@ ceiling any trainer of that env can reach), then one training run per setting. T
 SPS is the executor's own (env steps after the first round, whose compiles it leaves
 out). The profile of a run is the learner's time learning, and the slowest actor's time
 in env.step and in the policy, split into dispatching its calls, waiting for their
-compute and fetching their results (`host/groups.py`'s ActorSeconds): at lag 0 the two sides take
+results (their compute and transfer: `host/groups.py`'s ActorSeconds): at lag 0 the two sides take
 turns, so a round costs their sum; at lag >= 1 they overlap, so the bound on the speedup
 is (actor + learner) / max(actor, learner). Medians with min and max over the rounds;
 `python scripts/harness.py table` puts --json's table into docs/performance.json.
@@ -36,14 +36,13 @@ def train_once(name: str, overrides: list[str], lag: int, groups: int = 1) -> di
     result = train_host(config)
     keys = ("sps", "final_return", "policy_lag", "learner_wait_seconds", "learn_seconds")
     keys += ("actor_env_seconds", "actor_policy_seconds", "actor_dispatch_seconds")
-    keys += ("actor_fetch_seconds", "train_seconds", "env_steps")
+    keys += ("train_seconds", "env_steps")
     return {k: result[k] for k in keys}
 
 
-def _compute(run: dict) -> float:
-    """The slowest actor's seconds waiting for its policy's compute."""
-    fetched = run["actor_dispatch_seconds"] + run["actor_fetch_seconds"]
-    return run["actor_policy_seconds"] - fetched
+def _waiting(run: dict) -> float:
+    """The slowest actor's seconds waiting for its policy's results (compute, transfer)."""
+    return run["actor_policy_seconds"] - run["actor_dispatch_seconds"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         [f"random loop ({loop}, no policy)", harness.cell(harness.of(runs["random loop"], "sps"))]
     ]
-    rows[0] += ["1", "-", "-", "-", "-", "-", "-"]
+    rows[0] += ["1", "-", "-", "-", "-", "-"]
     first = next(iter(names.values()))
     for name in names.values():
         rs = runs[name]
@@ -90,14 +89,13 @@ def main(argv: list[str] | None = None) -> int:
                 harness.cell(harness.ratios(rs, runs["random loop"]), ".2f"),
                 harness.cell(harness.of(rs, "actor_env_seconds"), ".1f"),
                 harness.cell(harness.of(rs, "actor_dispatch_seconds"), ".1f"),
-                harness.cell([_compute(r) for r in rs], ".1f"),
-                harness.cell(harness.of(rs, "actor_fetch_seconds"), ".1f"),
+                harness.cell([_waiting(r) for r in rs], ".1f"),
                 harness.cell(harness.of(rs, "learn_seconds"), ".1f"),
                 "1" if name == first else harness.cell(harness.ratios(rs, runs[first]), ".2f"),
             ]
         )
     columns = ["run", "training SPS", "of the random loop", "actor env.step s"]
-    columns += ["policy dispatch s", "policy compute s", "policy fetch s", "learner learn s"]
+    columns += ["policy dispatch s", "policy results s", "learner learn s"]
     columns += [f"ratio to {first}"]
     return harness.report(
         __file__,

@@ -62,9 +62,9 @@ def test_no_groups_is_refused_in_one_line():
 
 
 def test_the_summary_breaks_the_policys_time_down():
-    """summary.json's actor times: the policy's dispatch and fetch are parts of it, each
-    measured (the rest is waiting for its compute), beside the env's step."""
+    """summary.json's actor times: the policy's dispatch is part of it, measured (the
+    rest is waiting for its results), beside the env's step."""
     summary = train(ppo("pipeline.env_groups=2")).summary
-    dispatch, fetch = summary["actor_dispatch_seconds"], summary["actor_fetch_seconds"]
-    assert summary["actor_env_seconds"] > 0 and dispatch > 0 and fetch > 0
-    assert dispatch + fetch <= summary["actor_policy_seconds"]
+    dispatch = summary["actor_dispatch_seconds"]
+    assert summary["actor_env_seconds"] > 0 and dispatch > 0
+    assert dispatch < summary["actor_policy_seconds"]
