@@ -122,18 +122,8 @@ def grouped_rollout(
             doing.now = "round"
             timer.env += time.perf_counter() - stepped
             _check_step(step)
-            fields: dict[str, Any] = {  # numpy leaves, as the JAX rollout's Transition
-                "obs": obs[g] if raw_obs else observed,
-                "action": action,
-                "reward": step.reward,
-                "terminated": step.terminated,
-                "truncated": step.truncated,
-                "next_obs": kept(step.final_obs),
-                "extras": extras,
-                "version": np.full(step.reward.shape, version, np.int32),
-                "memory": memory[g],
-            }
-            steps[g].append(Transition(**fields))
+            held = obs[g] if raw_obs else observed  # what the trajectory holds
+            steps[g].append(_transition(held, action, extras, step, kept, version, memory[g]))
             host_steps[g].append(step)
             obs[g], memory[g] = step.obs, _next_memory(memory[g], carry, step)
             if t + 1 < length:
@@ -143,6 +133,23 @@ def grouped_rollout(
     traj = join_envs([jax.tree.map(lambda *xs: np.stack(xs), *s) for s in steps], axis=1)
     joined = [join_envs([h[t] for h in host_steps], axis=0) for t in range(length)]
     return list(zip(obs, memory)), traj, joined, timer.seconds()
+
+
+def _transition(obs, action, extras, step: HostStep, kept, version: int, memory) -> Transition:
+    """One step's Transition in numpy leaves, as the JAX rollout's: `next_obs` the step's
+    final observation as the trajectory holds it (`kept`), every env tagged `version`."""
+    fields: dict[str, Any] = {
+        "obs": obs,
+        "action": action,
+        "reward": step.reward,
+        "terminated": step.terminated,
+        "truncated": step.truncated,
+        "next_obs": kept(step.final_obs),
+        "extras": extras,
+        "version": np.full(step.reward.shape, version, np.int32),
+        "memory": memory,
+    }
+    return Transition(**fields)
 
 
 def _next_memory(memory: Memory | None, carry: Any, step: HostStep) -> Memory | None:
