@@ -30,7 +30,14 @@ from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.saved import saved_state
 from jaxrl_async.run import checkpoint as ckpt
 from jaxrl_async.types import Transition
-from tests.helpers.host_runs import CORRIDOR, SMALL, bounded, dqn_config, random_trajectory
+from tests.helpers.host_runs import (
+    CORRIDOR,
+    SMALL,
+    SeeingPolicy,
+    bounded,
+    dqn_config,
+    random_trajectory,
+)
 
 NORMALISED = [f"env.name={CORRIDOR}", "env.normalize_obs=true", *SMALL]
 
@@ -70,11 +77,7 @@ def test_merging_batch_moments_in_order_is_the_moments_of_all_of_them():
 
 def test_the_actor_acts_on_and_hands_in_normalised_obs_and_reports_raw_moments():
     env = make_gymnasium(CORRIDOR, 3, vectorization_mode="sync", autoreset_mode="same_step")
-    seen: list[np.ndarray] = []
-
-    def policy(params, memory, obs, step):
-        seen.append(np.asarray(obs))
-        return None, np.ones(len(obs), np.int64), {}
+    policy = SeeingPolicy()
 
     stats = ObsStats(np.array([1.0, 2.0]), np.array([4.0, 0.25]), np.float64(10.0))
     try:
@@ -85,7 +88,7 @@ def test_the_actor_acts_on_and_hands_in_normalised_obs_and_reports_raw_moments()
         env.close()
     raw = np.stack([first, *(s.obs for s in steps[:-1])])
     np.testing.assert_allclose(traj.obs, normalize(stats, raw))
-    np.testing.assert_allclose(np.stack(seen), traj.obs)
+    np.testing.assert_allclose(np.stack(policy.seen), traj.obs)
     final = np.stack([s.final_obs for s in steps])
     np.testing.assert_allclose(traj.next_obs, normalize(stats, final))
     reported = _obs_moments(first, steps, acting)
@@ -117,11 +120,7 @@ def test_a_replay_agents_actor_acts_on_normalised_obs_and_hands_in_raw_ones():
     """A replay stores raw observations (its learner normalises what it samples): the
     policy still sees them normalised, the trajectory keeps them raw, next_obs too."""
     env = make_gymnasium(CORRIDOR, 3, vectorization_mode="sync", autoreset_mode="same_step")
-    seen: list[np.ndarray] = []
-
-    def policy(params, memory, obs, step):
-        seen.append(np.asarray(obs))
-        return None, np.ones(len(obs), np.int64), {}
+    policy = SeeingPolicy()
 
     stats = ObsStats(np.array([1.0, 2.0]), np.array([4.0, 0.25]), np.float64(10.0))
     try:
@@ -133,7 +132,7 @@ def test_a_replay_agents_actor_acts_on_normalised_obs_and_hands_in_raw_ones():
     raw = np.stack([first, *(s.obs for s in steps[:-1])])
     np.testing.assert_array_equal(traj.obs, raw)
     np.testing.assert_array_equal(traj.next_obs, np.stack([s.final_obs for s in steps]))
-    np.testing.assert_allclose(np.stack(seen), normalize(stats, raw))
+    np.testing.assert_allclose(np.stack(policy.seen), normalize(stats, raw))
     assert _obs_moments(first, steps, acting).n == 18
 
 

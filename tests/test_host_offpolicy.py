@@ -16,7 +16,7 @@ import pytest
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host import make_actor_envs, make_host_agent, train_host
-from jaxrl_async.host.actor import ActorPlan, make_policy
+from jaxrl_async.host.policy import ActorPolicy
 from jaxrl_async.host.replay_learner import ReplayLearner
 from jaxrl_async.host.saved import saved_state
 from jaxrl_async.replay.stage import nstep_transitions
@@ -105,8 +105,8 @@ def test_dqn_exploration_follows_the_actor_clock():
     finally:
         for env in envs:
             env.close()
-    policy = make_policy(agent, jax.random.key(0), ActorPlan(0, 0, 64, 4, 4, 0), 64)
-    params = agent.init(jax.random.key(0)).params
+    policy = ActorPolicy(agent, jax.random.key(0), 0, 64, 64)
+    params = policy.prepare(agent.init(jax.random.key(0)).params)
     obs = np.zeros((64, 2), np.float32)
     random = np.asarray(policy(params, None, obs, np.int32(0)).action)
     assert len(np.unique(random)) == 2

@@ -5,9 +5,8 @@ Each trajectory is the `types.Transition` pytree the JAX pipeline's rollout buil
 numpy: obs, action, reward, terminated, truncated, next_obs (the observation the action
 led to, before any reset: a truncation bootstraps from it), the agent's extras (behaviour
 log-probabilities) and version, the update count of the parameters that acted, on every
-step. Randomness follows the JAX rollout's rule: the key of global step s is the actor
-key folded with s, and each env's key that one folded with the env's global index, so
-the actions do not depend on how the envs are split over actor threads.
+step. The policy (`policy.py`) follows the JAX rollout's rule for randomness, so the
+actions do not depend on how the envs are split over actor threads.
 
 A recurrent agent's actor keeps each env's carry across steps and rounds as the JAX
 rollout does (`rollout.rollout_step`): every env starts at an episode's start (the
@@ -21,11 +20,10 @@ from (the carry before that reset, and the episode-start flag), which the agent'
 from __future__ import annotations
 
 import queue
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.host.groups import Group, check_obs, grouped_rollout, join_envs
@@ -33,9 +31,10 @@ from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.host_env import HostStep
 from jaxrl_async.host.obs_norm import ObsStats, moments, seed_slice
 from jaxrl_async.host.params import ParamStore
+from jaxrl_async.host.policy import ActorPolicy
 from jaxrl_async.host.stall import Doing
 from jaxrl_async.host.stopping import RunStop, put
-from jaxrl_async.types import ActorClock, Agent, Memory, Transition
+from jaxrl_async.types import Memory, Transition
 
 
 class Trajectory(NamedTuple):
@@ -76,24 +75,6 @@ def reset_seed(plan: ActorPlan) -> int:
     return plan.seed + plan.first_round * plan.num_envs + plan.first_env
 
 
-def make_policy(agent: Agent, key: jax.Array, plan: ActorPlan, local_envs: int) -> Callable:
-    """policy(params, memory, obs [B_k, ...], step) -> ActOutput(carry, action, extras):
-    the agent's `act` at global step `step`, jitted (compiled on the device its parameters
-    are on), `memory` the envs' Memory [B_k, ...] (None for a memoryless agent, whose
-    carry is then None)."""
-    index = plan.first_env + jnp.arange(local_envs, dtype=jnp.int32)
-    num_envs = plan.num_envs
-
-    def policy(params, memory, obs, step):
-        step_key = jax.random.fold_in(key, step)
-        keys = jax.vmap(jax.random.fold_in, (None, 0))(step_key, index)
-        clock = ActorClock(step * num_envs, index, num_envs)
-        carry, episode_start = (None, None) if memory is None else memory
-        return agent.act(params, carry, obs, episode_start, keys, clock)
-
-    return jax.jit(policy)
-
-
 class Acting(NamedTuple):
     """What acts a round: the parameters (on the actor's device), their version and,
     under env.normalize_obs, the observation statistics published with them."""
@@ -106,7 +87,7 @@ class Acting(NamedTuple):
 
 def rollout(
     env: GymnasiumVecEnv,
-    policy: Callable,
+    policy: ActorPolicy,
     acting: Acting,
     start: tuple[Any, Memory | None],
     first_step: int,

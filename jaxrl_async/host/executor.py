@@ -53,7 +53,7 @@ from jaxrl_async.agents import make_agent
 from jaxrl_async.config.host_devices import host_learner_devices
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import ConfigError
-from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, make_policy, run_actor
+from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, run_actor
 from jaxrl_async.host.by_name import HOST_NAMES, make_run_env
 from jaxrl_async.host.groups import EnvGroups, Group, split_sizes
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
@@ -61,6 +61,7 @@ from jaxrl_async.host.mesh_learn import mesh_learn, one_device
 from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge, stack
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.placement import host_devices, host_mesh
+from jaxrl_async.host.policy import ActorPolicy
 from jaxrl_async.host.processes import (
     agree,
     failed_elsewhere,
@@ -353,8 +354,7 @@ def _groups(agent: Agent, key: jax.Array, plan: ActorPlan, parts: list) -> list[
     indices from the actor's first on)."""
     groups, first = [], plan.first_env
     for env in parts:
-        mine = plan._replace(first_env=first)
-        groups.append(Group(env, make_policy(agent, key, mine, env.num_envs)))
+        groups.append(Group(env, ActorPolicy(agent, key, first, env.num_envs, plan.num_envs)))
         first += env.num_envs
     return groups
 

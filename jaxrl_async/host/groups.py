@@ -17,7 +17,7 @@ actor: dispatch, fetch, step.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -25,6 +25,7 @@ import numpy as np
 
 from jaxrl_async.host.host_env import HostStep
 from jaxrl_async.host.obs_norm import normalize
+from jaxrl_async.host.policy import ActorPolicy
 from jaxrl_async.host.stall import Doing
 from jaxrl_async.types import Memory, Transition
 
@@ -33,7 +34,7 @@ class Group(NamedTuple):
     """One group of an actor's envs and the policy compiled for them."""
 
     env: Any  # a HostEnv over the group's envs
-    policy: Callable  # (params, memory, obs, step) -> ActOutput, for the group's envs
+    policy: ActorPolicy  # the agent's act for the group's envs (`policy.py`)
 
 
 def split_sizes(num_envs: int, groups: int) -> list[int]:
@@ -104,9 +105,11 @@ def grouped_rollout(
 
     def dispatch(g: int, t: int):
         acted = seen(obs[g])
-        return acted, groups[g].policy(params, memory[g], acted, np.int32(first_step + t))
+        policy = groups[g].policy
+        return acted, policy.dispatch(prepared[g], memory[g], acted, np.int32(first_step + t))
 
     started = time.perf_counter()
+    prepared = [group.policy.prepare(params) for group in groups]
     pending = [dispatch(g, 0) for g in range(len(groups))]
     timer.dispatch += time.perf_counter() - started
     for t in range(length):
@@ -114,7 +117,7 @@ def grouped_rollout(
             started = time.perf_counter()
             doing.now = "policy"
             observed, out = pending[g]
-            carry, action, extras = jax.device_get(out)
+            carry, action, extras = group.policy.fetch(out)
             stepped = time.perf_counter()
             timer.result += stepped - started
             doing.now = "step"

@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from jaxrl_async.config.loader import load_config
-from jaxrl_async.types import Transition
+from jaxrl_async.types import ActOutput, Transition
 
 BOUND = 30.0  # seconds any executor run may take before it counts as a hang
 
@@ -136,3 +136,21 @@ def record_executors(monkeypatch) -> list[dict]:
 
     monkeypatch.setattr(host_engine, "Executor", Recording)
     return calls
+
+
+class SeeingPolicy:
+    """An actor policy (`host.policy.ActorPolicy`'s calls) that acts 1 in every env and
+    keeps each observation it was given in `seen`."""
+
+    def __init__(self) -> None:
+        self.seen: list[np.ndarray] = []
+
+    def prepare(self, params):
+        return params
+
+    def dispatch(self, prepared, memory, obs, step):
+        self.seen.append(np.asarray(obs))
+        return len(obs)
+
+    def fetch(self, pending) -> ActOutput:
+        return ActOutput(None, np.ones(pending, np.int64), {})
