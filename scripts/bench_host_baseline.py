@@ -20,10 +20,18 @@ normalises each env's observations by that env's statistics.
     python scripts/bench_host_baseline.py --config ppo_halfcheetah --steps 1000000 --lags 1 \
         --seed-per-repeat                 # the whole budget: returns over seeds 0, 1, 2
 
+`--baseline-override` changes the plain loop's config alone: a first script's settings
+(one env, 2,048-step rollouts, 10 epochs of 32 minibatches of 64) against the trainer
+as shipped:
+
+    python scripts/bench_host_baseline.py --config ppo_halfcheetah --lags 1 \
+        --baseline-override env.num_envs=1 --baseline-override pipeline.rollout_len=2048
+
 SPS counts the env steps after the first rollout and update (whose compiles both sides
-leave out); the final return is the mean raw return of the last num_envs episodes on
-both sides. Each round runs the baseline, then the trainer at each lag, all with the
-config's seed, or with seed r in round r under --seed-per-repeat. Medians with min and
+leave out); the final return is the mean raw return of the last episodes on both sides,
+as many as the trainer's config has envs. Each round runs the baseline, then the
+trainer at each lag, all with the config's seed, or with seed r in round r under
+--seed-per-repeat. Medians with min and
 max over the rounds; `python scripts/harness.py table` puts --json's table into
 docs/performance.json.
 """
@@ -179,8 +187,9 @@ def make_ppo(config, obs_dim: int, action_space):
     return init, act, critic, update
 
 
-def run_baseline(config) -> dict:
-    """Train `config` with the plain loop: SPS after the first round, final return."""
+def run_baseline(config, window: int) -> dict:
+    """Train `config` with the plain loop: SPS after the first round, the final return
+    (the mean raw return of the last `window` episodes)."""
     env = make_env(config)
     obs, _ = env.reset(seed=config.train.seed)
     obs_dim = int(np.prod(env.single_observation_space.shape))
@@ -227,14 +236,20 @@ def run_baseline(config) -> dict:
     seconds = time.perf_counter() - started
     return {
         "sps": (config.num_updates - 1) * T * B / seconds,
-        "final_return": float(np.mean(returns[-B:])) if returns else None,
+        "final_return": float(np.mean(returns[-window:])) if returns else None,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = harness.parser(__doc__)
     p.add_argument("--config", default="ppo_gymnasium_cartpole")
-    p.add_argument("--override", action="append", default=[])
+    p.add_argument("--override", action="append", default=[], help="both sides: section.key=v")
+    p.add_argument(
+        "--baseline-override",
+        action="append",
+        default=[],
+        help="the plain loop only, e.g. env.num_envs=1 (a first script's settings)",
+    )
     p.add_argument("--steps", type=int, default=131_072, help="train.total_steps")
     p.add_argument("--lags", default="0,1")
     p.add_argument(
@@ -249,9 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     def seeded(round_):
         return [*overrides, f"train.seed={round_}"] if args.seed_per_repeat else overrides
 
-    programs = {
-        "plain loop": lambda r: run_baseline(jaxrl_async.load_config(args.config, seeded(r)))
-    }
+    window = jaxrl_async.load_config(args.config, overrides).env.num_envs
+
+    def baseline(round_):
+        plain = jaxrl_async.load_config(args.config, [*seeded(round_), *args.baseline_override])
+        return run_baseline(plain, window)
+
+    programs = {"plain loop": baseline}
     for lag in lags:
         programs[f"trainer, lag {lag}"] = lambda r, lag=lag: train_once(args.config, seeded(r), lag)
     runs = harness.interleave(programs, args.repeats)
@@ -268,7 +287,16 @@ def main(argv: list[str] | None = None) -> int:
     ]
     returns = "final return" + ("" if args.seed_per_repeat else " (one seed)")
     columns = ["run", "training SPS", "ratio to the plain loop", returns]
-    return harness.report(__file__, argv, columns, rows, args.json, overrides=overrides, runs=runs)
+    return harness.report(
+        __file__,
+        argv,
+        columns,
+        rows,
+        args.json,
+        overrides=overrides,
+        baseline_overrides=args.baseline_override,
+        runs=runs,
+    )
 
 
 if __name__ == "__main__":
