@@ -63,8 +63,10 @@ def test_no_groups_is_refused_in_one_line():
 
 def test_the_summary_breaks_the_policys_time_down():
     """summary.json's actor times: the policy's dispatch is part of it, measured (the
-    rest is waiting for its results), beside the env's step."""
+    rest is waiting for its results), beside the env's step, and the actor's whole
+    rounds hold both."""
     summary = train(ppo("pipeline.env_groups=2")).summary
-    dispatch = summary["actor_dispatch_seconds"]
+    dispatch, policy = summary["actor_dispatch_seconds"], summary["actor_policy_seconds"]
     assert summary["actor_env_seconds"] > 0 and dispatch > 0
-    assert dispatch < summary["actor_policy_seconds"]
+    assert dispatch < policy
+    assert summary["actor_env_seconds"] + policy < summary["actor_round_seconds"]

@@ -253,7 +253,8 @@ def test_ppo_learns_a_users_own_gymnasium_env_named_by_module_and_id():
 
 def test_bench_profile_of_a_host_config_times_both_sides():
     """`bench --profile` on a host config: the executor's own times a round (actor env
-    step and policy, its dispatch among it, learner learn and wait), each
+    step and policy, its dispatch among it, the actor's whole round holding both, learner
+    learn and wait), each
     positive, the overlap bound, and the SPS against the env's own random loop measured
     beside each run (far faster than training: no policy, no learner)."""
     from jaxrl_async.tools.host_profile import host_table, profile_host
@@ -262,9 +263,11 @@ def test_bench_profile_of_a_host_config_times_both_sides():
     row = profile_host(config, rounds=4, repeats=2)
     assert len(row["sps"]) == 2 and all(s > 0 for s in row["sps"])
     per_round = row["seconds_per_round"]
-    for key in ("actor_env", "actor_policy", "actor_dispatch", "learn"):
+    for key in ("actor_env", "actor_policy", "actor_dispatch", "actor_round", "learn"):
         assert all(t > 0 for t in per_round[key]), key
     assert all(d < p for d, p in zip(per_round["actor_dispatch"], per_round["actor_policy"]))
+    parts = zip(per_round["actor_env"], per_round["actor_policy"], per_round["actor_round"])
+    assert all(env + policy < whole for env, policy, whole in parts)
     assert 1.0 <= row["overlap_bound"] <= 2.0
     assert len(row["random_loop_sps"]) == 2 and all(0 < x < 1 for x in row["of_random_loop"])
     assert "| ppo_cartpole | 4 x 4 | 1 | 1 |" in host_table([row])

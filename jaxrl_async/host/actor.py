@@ -20,6 +20,7 @@ from (the carry before that reset, and the episode-start flag), which the agent'
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -49,6 +50,8 @@ class Trajectory(NamedTuple):
     policy_seconds: float = 0.0  # ... and in the policy (inference and its transfers)
     dispatch_seconds: float = 0.0  # ... of which dispatching its calls (`groups.ActorSeconds`)
     obs_moments: ObsStats | None = None  # env.normalize_obs: of the raw observations acted on
+    # the actor's whole round: env, policy, and building the trajectory and its episodes
+    round_seconds: float = 0.0
 
 
 class ActorPlan(NamedTuple):
@@ -177,13 +180,15 @@ def run_actor(
                 acting = Acting(params, published.version, stats, plan.raw_obs)
                 acting_slot = slot
             assert acting is not None
+            started = time.perf_counter()
             first_obs = join_envs([start[0] for start in starts], axis=0)
             starts, traj, host_steps, seconds = grouped_rollout(
                 groups, acting, starts, i * plan.rollout_len, plan.rollout_len, doing
             )
             returns, lengths = _episodes(host_steps)
             stats = _obs_moments(first_obs, host_steps, acting)
-            handed = Trajectory(i, plan.actor, traj, returns, lengths, *seconds, stats)
+            spent = time.perf_counter() - started
+            handed = Trajectory(i, plan.actor, traj, returns, lengths, *seconds, stats, spent)
             if not put(out, handed, stop):
                 return
     except Exception as e:  # noqa: BLE001  (an env may raise anything; reported in one line)

@@ -82,7 +82,7 @@ from jaxrl_async.types import Agent, BuildContext, LearnFn, Transition
 
 JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
 # Where an actor's round went (`groups.ActorSeconds`); a record keeps the slowest actor's.
-ACTOR = ("env", "policy", "dispatch")
+ACTOR = ("env", "policy", "dispatch", "round")
 
 
 def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:

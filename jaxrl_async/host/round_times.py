@@ -6,20 +6,26 @@ from __future__ import annotations
 import math
 import time
 
-# A round record's actor times (the slowest actor's): env.step, the policy in all, and of
-# the policy its calls' dispatch (the rest: waiting for results, `groups.ActorSeconds`).
-ACTOR_TIMES = ("actor_env_seconds", "actor_policy_seconds", "actor_dispatch_seconds")
+# A round record's actor times (the slowest actor's): env.step, the policy in all, of the
+# policy its calls' dispatch (the rest: waiting for results, `groups.ActorSeconds`), and
+# the whole round (those and the actor's own work: the trajectory, its episodes).
+ACTOR_TIMES = (
+    "actor_env_seconds",
+    "actor_policy_seconds",
+    "actor_dispatch_seconds",
+    "actor_round_seconds",
+)
 
 
 class RoundTimes:
     """Where the time of the rounds after the first went: the learner thread's waiting
     for rounds and learning, the slowest actor's in env.step and in the policy (its
-    dispatch among it)."""
+    dispatch among it), and in its rounds in all."""
 
     def __init__(self) -> None:
         self.started = self.first_done = time.perf_counter()
         self.wait = self.learn = 0.0
-        # the slowest actor's env, policy and dispatch seconds, summed over rounds
+        # the slowest actor's ACTOR_TIMES, summed over rounds
         self.actor = dict.fromkeys(ACTOR_TIMES, 0.0)
 
     def add(self, wait: float, learn: float, record: dict) -> None:

@@ -88,6 +88,8 @@ class RunSummary:
     actor_policy_seconds: float | None = field(default=None, metadata=HOST_ONLY)
     # of the policy's: dispatching its calls (the rest: waiting for their results)
     actor_dispatch_seconds: float | None = field(default=None, metadata=HOST_ONLY)
+    # the actor's rounds in all: env, policy and its own work (the overlap bound's actor)
+    actor_round_seconds: float | None = field(default=None, metadata=HOST_ONLY)
 
     def to_dict(self) -> dict[str, Any]:
         """summary.json's object (and `TrainResult.summary`): the common fields and this
