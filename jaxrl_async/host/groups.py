@@ -11,7 +11,8 @@ returns; only fetching its result waits.
 Nothing about the run changes with G: every env keeps its global index (its reset seed
 and its per-step key), so the actions, the trajectory [T, B_k] (the groups' envs
 side by side in order) and the episodes are those of one group. G = 1 is the plain
-actor: dispatch, fetch, step.
+actor: fetch, step, dispatch the next call, and check and record the step while XLA
+computes that call.
 """
 
 from __future__ import annotations
@@ -124,15 +125,16 @@ def grouped_rollout(
             step = group.env.step(action)
             doing.now = "round"
             timer.env += time.perf_counter() - stepped
-            _check_step(step)
             held = obs[g] if raw_obs else observed  # what the trajectory holds
-            steps[g].append(_transition(held, action, extras, step, kept, version, memory[g]))
-            host_steps[g].append(step)
+            acted_from = memory[g]
             obs[g], memory[g] = step.obs, _next_memory(memory[g], carry, step)
-            if t + 1 < length:
+            if t + 1 < length:  # computed while this step is checked and recorded
                 started = time.perf_counter()
                 pending[g] = dispatch(g, t + 1)
                 timer.dispatch += time.perf_counter() - started
+            _check_step(step)
+            steps[g].append(_transition(held, action, extras, step, kept, version, acted_from))
+            host_steps[g].append(step)
     traj = join_envs([jax.tree.map(lambda *xs: np.stack(xs), *s) for s in steps], axis=1)
     joined = [join_envs([h[t] for h in host_steps], axis=0) for t in range(length)]
     return list(zip(obs, memory)), traj, joined, timer.seconds()
@@ -171,12 +173,13 @@ def _check_step(step: HostStep) -> None:
         bad = np.flatnonzero(~np.isfinite(step.reward))
         raise ValueError(f"non-finite reward in envs {bad.tolist()}")
     check_obs(step.obs, "observation")
-    check_obs(step.final_obs, "final observation")
+    if step.final_obs is not step.obs:  # an episode ended: its final observation apart
+        check_obs(step.final_obs, "final observation")
 
 
 def check_obs(obs: Any, what: str) -> None:
     """A ValueError of one line naming the envs whose observation is not finite."""
-    for leaf in jax.tree.leaves(obs):
-        if np.issubdtype(leaf.dtype, np.floating) and not np.all(np.isfinite(leaf)):
+    for leaf in [obs] if isinstance(obs, np.ndarray) else jax.tree.leaves(obs):
+        if leaf.dtype.kind == "f" and not np.isfinite(leaf).all():
             bad = np.flatnonzero(~np.isfinite(leaf).reshape(len(leaf), -1).all(axis=1))
             raise ValueError(f"non-finite {what} in envs {bad.tolist()}")
