@@ -362,6 +362,8 @@ class GymnasiumVecEnv:
         self._totals = episodes_init(self.num_envs)
         # next-step autoreset: the envs whose next step only resets them.
         self._resetting = np.zeros(self.num_envs, bool)
+        self._all_valid = np.ones(self.num_envs, bool)
+        self._all_valid.flags.writeable = False
 
     def reset(self, seed: int) -> Any:
         """Reset every env, env i from `seed` + i (Gymnasium's rule for sync and async;
@@ -394,14 +396,18 @@ class GymnasiumVecEnv:
             self._failed(e)
         self._check(raw_obs, reward, terminated, truncated)
         next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
-        valid = ~self._resetting if next_step else np.ones(self.num_envs, bool)
-        terminated = np.asarray(terminated, bool) & valid
-        truncated = np.asarray(truncated, bool) & valid
+        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        valid = self._all_valid  # same-step autoreset: every step a transition
+        if next_step:  # a reset step is no transition
+            valid = ~self._resetting
+            terminated, truncated = terminated & valid, truncated & valid
         done = terminated | truncated
         raw_final = raw_obs if next_step else _with_final(raw_obs, info, done, self._check_final)
         self._resetting = done
         # The env's own reward, summed in float64: a raw score, before any cast or clip.
-        raw_reward = np.where(valid, np.asarray(reward, np.float64), 0.0)
+        raw_reward = np.array(reward, np.float64)
+        if next_step:
+            raw_reward = np.where(valid, raw_reward, 0.0)
         self._totals, ended_return, ended_length = episodes_update(
             self._totals, raw_reward, done, valid
         )
