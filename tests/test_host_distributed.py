@@ -46,6 +46,14 @@ def _ok(procs) -> None:
         assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+def _agree(runs, ref: str, two: str) -> np.ndarray:
+    """Both runs ended well and end in the same parameters (the one process's, returned)."""
+    _ok(runs[ref] + runs[two])
+    one, other = _params(runs["root"] / ref, 320), _params(runs["root"] / two, 320)
+    np.testing.assert_allclose(other, one, rtol=0, atol=1e-6)
+    return one
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("host_distributed")
@@ -65,10 +73,7 @@ def runs(tmp_path_factory):
 @pytest.mark.slow  # several processes starting and training: the runs fixture
 def test_two_processes_train_what_one_process_with_two_devices_trains(runs):
     root = runs["root"]
-    _ok(runs["ref"] + runs["two"])
-    one, two = _params(root / "ref", 320), _params(root / "two", 320)
-    np.testing.assert_allclose(two, one, rtol=0, atol=1e-6)
-    assert np.abs(one).sum() > 0
+    assert np.abs(_agree(runs, "ref", "two")).sum() > 0
     ref, dist = _metrics(root / "ref"), _metrics(root / "two")
     assert (
         [r["env_steps"] for r in dist] == [r["env_steps"] for r in ref] == [64, 128, 192, 256, 320]
@@ -83,9 +88,7 @@ def test_two_processes_train_what_one_process_with_two_devices_trains(runs):
 @pytest.mark.slow  # several processes starting and training: the runs fixture
 def test_resume_over_two_processes_continues_as_one_process_does(runs):
     root = runs["root"]
-    _ok(runs["ref-resumed"] + runs["two-resumed"])
-    one, two = _params(root / "ref-resumed", 320), _params(root / "two-resumed", 320)
-    np.testing.assert_allclose(two, one, rtol=0, atol=1e-6)
+    _agree(runs, "ref-resumed", "two-resumed")
     assert [r["env_steps"] for r in _metrics(root / "two-resumed")] == [64, 128, 192, 256, 320]
     summary = json.loads((root / "two-resumed" / "summary.json").read_text())
     assert summary["resumed_from"] == 256 and summary["processes"] == 2

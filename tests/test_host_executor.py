@@ -307,22 +307,9 @@ print(json.dumps(out))
 def test_split_placement_acts_and_learns_on_two_devices_with_the_same_arithmetic():
     """Two forced CPU devices: split puts the actors on the first and the learner on the
     last, and trains the parameters the fused run trains."""
-    import json
-    import subprocess
-    import sys
+    from tests.helpers.cli import script_json
 
-    from tests.helpers.cli import ROOT, subprocess_env
-
-    done = subprocess.run(
-        [sys.executable, "-c", SPLIT_SCRIPT],
-        cwd=ROOT,
-        env=subprocess_env(devices=2),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = script_json(SPLIT_SCRIPT, devices=2)
     assert len(out["fused"]["devices"]) == 1 and len(out["split"]["devices"]) == 2
     for a, b in zip(out["fused"]["params"], out["split"]["params"], strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)

@@ -9,16 +9,13 @@ XLA_FLAGS=--xla_force_host_platform_device_count=3 (the fused runs use the first
 two devices, the split run all three); it prints one JSON line.
 """
 
-import json
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
 import jaxrl_async
-from tests.helpers.cli import ROOT, run_cli, run_cli_in_process, subprocess_env
+from tests.helpers.cli import run_cli, run_cli_in_process, script_json
 
 SCRIPT = textwrap.dedent("""
     import json, shutil, sys
@@ -86,16 +83,7 @@ def run_dirs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def runs(run_dirs):
     """The subprocess's runs, by name ("fused/1", "fused/2", "split/2", "resumed/N")."""
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(run_dirs)],
-        cwd=ROOT,
-        env=subprocess_env(devices=3),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return script_json(SCRIPT, str(run_dirs), devices=3)
 
 
 def assert_same_run(a: dict, b: dict) -> None:

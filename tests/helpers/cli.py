@@ -26,6 +26,23 @@ def subprocess_env(devices: int | None = None, **extra: str) -> dict[str, str]:
     return env
 
 
+def script_json(script: str, *args: str, devices: int, timeout: float = 300) -> dict:
+    """Run `script` (Python source) in a fresh interpreter with `devices` forced CPU
+    devices and `args` as its argv; the JSON object its last line of stdout prints."""
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=ROOT,
+        env=subprocess_env(devices=devices),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run_cli(*args, cwd=None, timeout=600, env=None):
     """Run the real `python -m jaxrl_async` in a subprocess; returns CompletedProcess."""
     return subprocess.run(
