@@ -17,7 +17,9 @@ shape (FLOPs do not depend on the values).
 
 An update's FLOPs come from XLA's cost analysis of the compiled programs. It counts a
 loop's body once, so the update's FLOPs are the value pass's plus epochs x minibatches
-times the rest (one minibatch step; the shuffle's arithmetic is negligible). They are
+times the rest (one minibatch step; the shuffle's arithmetic is negligible); a learner
+over several devices (`--set pipeline.devices=2`) is counted per device, so times the
+device count. They are
 counted on the learner built with convolution ops (as before `conv.blocked_conv`), and
 that one count rates every learner: the blocked products also multiply the image blocks
 that no output reads (about 10% more arithmetic), which is not the update's work. An analytic
@@ -169,12 +171,18 @@ def learner_programs(config, blocked: bool = True, flops: dict | None = None):
 
 def _compiled_learner(config, spec, flops: dict | None) -> tuple[dict, dict]:
     agent = make_host_agent(config, spec)
-    learn = make_learner(config, agent, spec, jax.random.key(0)).learn
-    state = agent.init(jax.random.key(0))
-    traj, key = random_trajectory(config, spec), jax.random.key(1)
-    compiled = learn.lower(state, traj, key).compile()
-    targets = jax.jit(agent.targets).lower(state, traj).compile()
-    once, value_pass = flops_of(compiled), flops_of(targets)
+    learner = make_learner(config, agent, spec, jax.random.key(0))
+    learn, at = learner.learn, learner.device
+    # placed as the executor places them: on the learner's mesh, the batch split on B
+    state, one = agent.init(jax.random.key(0)), random_trajectory(config, spec)
+    traj = jax.device_put(one, learner.batch_at or at)
+    key = jax.device_put(jax.random.key(1), at)
+    state_at = jax.device_put(state, at)
+    compiled = learn.lower(state_at, traj, key).compile()
+    targets = jax.jit(agent.targets).lower(state, one).compile()  # on one device
+    # a learner over a mesh of n devices is counted per device: each runs 1/n of it
+    once = flops_of(compiled) * len(at.device_set)
+    value_pass = flops_of(targets)
     steps = config.agent.num_epochs * config.agent.num_minibatches
     counted = {
         "value_pass": value_pass,
@@ -184,8 +192,8 @@ def _compiled_learner(config, spec, flops: dict | None) -> tuple[dict, dict]:
     }
     rate = counted if flops is None else flops
     programs = {
-        "value pass": rate_program(agent.targets, (state, traj), rate["value_pass"]),
-        "learner": rate_program(learn, (state, traj, key), rate["update"]),
+        "value pass": rate_program(agent.targets, (state, one), rate["value_pass"]),
+        "learner": rate_program(learn, (state_at, traj, key), rate["update"]),
     }
     return programs, counted
 
