@@ -10,6 +10,13 @@ off-policy tick's updates, a chunk of ticks) ran its backward pass many times sl
 gradients with the transposes written out, so that every convolution XLA sees is in the
 canonical NHWC / HWIO form: the same values, on the fast path wherever it sits.
 
+An unpadded strided convolution whose kernel the stride divides (the Nature torso's first
+two layers: 8x8 stride 4, 4x4 stride 2) takes no convolution op at all: `blocked_conv`
+writes it as one matrix product of the images cut into stride-sized blocks, and a sum of
+shifted slices. XLA's CPU convolutions run those layers (few channels, a large stride)
+far below the machine's matrix-product rate; the product makes ppo_atari_breakout's
+update about 1.4x faster on a 2-core CPU (docs/performance.md, "Image torsos").
+
 It takes `lax.conv_general_dilated`'s arguments (flax's `nn.Conv(conv_general_dilated=)`
 passes them) and handles the case the torsos use: 2-D, NHWC images, HWIO kernels, no
 dilation, one feature group. Anything else goes to `lax.conv_general_dilated` unchanged.
@@ -45,6 +52,8 @@ def conv_general_dilated(
         if isinstance(padding, str):
             padding = lax.padtype_to_pads(lhs.shape[1:3], rhs.shape[:2], strides, padding)
         pads: Pads = tuple((int(lo), int(hi)) for lo, hi in padding)  # type: ignore[assignment]
+        if _blocked(rhs.shape, strides, pads):
+            return blocked_conv(lhs, rhs, strides, options.get("precision"))
         # The input's gradient pads by k - 1 - lo: a padding past the kernel is left to lax.
         if all(0 <= p < k for pair, k in zip(pads, rhs.shape[:2]) for p in pair):
             return _conv(lhs, rhs, strides, pads, options.get("precision"))
@@ -63,6 +72,45 @@ def _plain(lhs_shape: tuple, rhs_shape: tuple, options: dict[str, Any]) -> bool:
         and lax.conv_dimension_numbers(lhs_shape, rhs_shape, numbers)
         == lax.conv_dimension_numbers(lhs_shape, rhs_shape, _DN)
     )
+
+
+def _blocked(kernel_shape: tuple, strides: tuple[int, int], pads: Pads) -> bool:
+    """Whether a convolution is unpadded and strided, each kernel side a multiple of its
+    stride: the case `blocked_conv` computes as one matrix product."""
+    return (
+        strides != (1, 1)
+        and all(lo == hi == 0 for lo, hi in pads)
+        and all(k % s == 0 for k, s in zip(kernel_shape[:2], strides))
+    )
+
+
+def blocked_conv(x: jax.Array, w: jax.Array, strides: tuple[int, int], precision: Any = None):
+    """An unpadded convolution of strides (sh, sw) dividing the kernel (kh, kw), NHWC by
+    HWIO, as a matrix product and a sum of shifted slices (no convolution op at all).
+
+    The images are cut into sh x sw blocks, each block's pixels moved onto the channels
+    ([B, H/sh, W/sw, sh sw C]); the kernel likewise into (kh/sh) x (kw/sw) blocks. Every
+    block of the images times every block of the kernel is one product of matrices
+    [B H W / (sh sw), sh sw C] x [sh sw C, (kh kw / (sh sw)) O]; output pixel (y, x) is
+    then the sum over the kernel's blocks (a, b) of block (y + a, x + b)'s product with
+    block (a, b). The same sums as the convolution, in another order, so the same values
+    up to float rounding; the gradients, by autodiff, are matrix products too."""
+    (sh, sw), (kh, kw, c, o) = strides, w.shape
+    rh, rw = kh // sh, kw // sw  # the kernel in blocks
+    oh, ow = (x.shape[1] - kh) // sh + 1, (x.shape[2] - kw) // sw + 1
+    bh, bw = oh + rh - 1, ow + rw - 1  # the image blocks the output reads
+    b = x.shape[0]
+    blocks = x[:, : bh * sh, : bw * sw].reshape(b, bh, sh, bw, sw, c)
+    blocks = blocks.transpose(0, 1, 3, 2, 4, 5).reshape(b * bh * bw, sh * sw * c)
+    kernel = w.reshape(rh, sh, rw, sw, c, o).transpose(1, 3, 4, 0, 2, 5)
+    products = jnp.matmul(blocks, kernel.reshape(sh * sw * c, rh * rw * o), precision=precision)
+    products = products.reshape(b, bh, bw, rh, rw, o)
+    out = products[:, :oh, :ow, 0, 0]
+    for i in range(rh):
+        for j in range(rw):
+            if i or j:
+                out = out + products[:, i : i + oh, j : j + ow, i, j]
+    return out
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
