@@ -14,8 +14,9 @@ An unpadded strided convolution whose kernel the stride divides (the Nature tors
 two layers: 8x8 stride 4, 4x4 stride 2) takes no convolution op at all: `blocked_conv`
 writes it as one matrix product of the images cut into stride-sized blocks, and a sum of
 shifted slices. XLA's CPU convolutions run those layers (few channels, a large stride)
-far below the machine's matrix-product rate; the product makes ppo_atari_breakout's
-update about 1.4x faster on a 2-core CPU (docs/performance.md, "Image torsos").
+far below the machine's matrix-product rate, so on a CPU the product is faster
+(docs/performance.md, "Image torsos"); other backends keep their own convolutions, which
+were not measured against it.
 
 It takes `lax.conv_general_dilated`'s arguments (flax's `nn.Conv(conv_general_dilated=)`
 passes them) and handles the case the torsos use: 2-D, NHWC images, HWIO kernels, no
@@ -52,7 +53,7 @@ def conv_general_dilated(
         if isinstance(padding, str):
             padding = lax.padtype_to_pads(lhs.shape[1:3], rhs.shape[:2], strides, padding)
         pads: Pads = tuple((int(lo), int(hi)) for lo, hi in padding)  # type: ignore[assignment]
-        if _blocked(rhs.shape, strides, pads):
+        if _blocked(rhs.shape, strides, pads) and jax.default_backend() == "cpu":
             return blocked_conv(lhs, rhs, strides, options.get("precision"))
         # The input's gradient pads by k - 1 - lo: a padding past the kernel is left to lax.
         if all(0 <= p < k for pair, k in zip(pads, rhs.shape[:2]) for p in pair):
