@@ -3,9 +3,8 @@ sets in the same round."""
 
 from __future__ import annotations
 
-import pytest
-
 import bench_host  # scripts/ is on pytest's path
+import pytest
 
 
 def run(sps: float, actor: float, learn: float) -> dict:
