@@ -11,8 +11,12 @@ from jaxrl_async.host.random_play import random_returns
 pytest.importorskip("gymnasium")
 
 
+def cartpole_on(envs: int):
+    return jaxrl_async.load_config("ppo_gymnasium_cartpole", [f"env.num_envs={envs}"]).env
+
+
 def test_cartpole_random_play_is_the_reference_tables():
-    config = jaxrl_async.load_config("ppo_gymnasium_cartpole").env
+    config = cartpole_on(8)
     returns = random_returns(config, 400, seed=3)
     assert len(returns) == 400  # 50 from each of the 8 envs
     error = returns.std(ddof=1) / np.sqrt(len(returns))
@@ -22,8 +26,7 @@ def test_cartpole_random_play_is_the_reference_tables():
 
 
 def test_episodes_round_up_to_a_whole_number_per_env():
-    config = jaxrl_async.load_config("ppo_gymnasium_cartpole").env
-    assert len(random_returns(config, 9)) == 16
+    assert len(random_returns(cartpole_on(8), 9)) == 16
 
 
 def test_vector_actions_play_within_their_bounds():

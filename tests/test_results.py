@@ -131,7 +131,8 @@ def test_random_play_is_measured_on_a_host_env_and_read_from_the_table_otherwise
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     pytest.importorskip("gymnasium")
-    measured = script.random_play(jaxrl_async.load_config("ppo_gymnasium_cartpole"), 80)
+    config = jaxrl_async.load_config("ppo_gymnasium_cartpole", ["env.num_envs=8"])
+    measured = script.random_play(config, 80)
     assert measured["episodes"] == 80 and measured["se"] > 0
     assert abs(measured["mean"] - 22.4) < 5 * measured["se"]
     assert script.random_play(jaxrl_async.load_config("ppo_cartpole"), 80) == {
