@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rows[0] += ["1", "-", "-", "-", "-", "-", "-", "-"]
     first = next(iter(names.values()))
-    for name in names.values():
+    for (lag, g), name in names.items():
         rs = runs[name]
         rows.append(
             [
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 harness.cell(harness.of(rs, "actor_round_seconds"), ".1f"),
                 harness.cell(harness.of(rs, "learn_seconds"), ".1f"),
                 "1" if name == first else harness.cell(harness.ratios(rs, runs[first]), ".2f"),
-                _of_bound(runs, names, name),
+                _of_bound(runs, name, None if lag == 0 else names.get((0, g))),
             ]
         )
     columns = ["run", "training SPS", "of the random loop", "actor env.step s"]
@@ -126,11 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     )
 
 
-def _of_bound(runs: dict, names: dict, name: str) -> str:
-    """The overlap-bound cell of a run at lag >= 1 against lag 0 with its env groups."""
-    lag, groups = next(k for k, n in names.items() if n == name)
-    sequential = names.get((0, groups))
-    if lag == 0 or sequential is None:
+def _of_bound(runs: dict, name: str, sequential: str | None) -> str:
+    """The overlap-bound cell of run `name` against `sequential`, the lag-0 run with its
+    env groups ("-" where there is none: lag 0 itself, or no lag 0 measured)."""
+    if sequential is None:
         return "-"
     return harness.cell(overlap_shares(runs[name], runs[sequential]), ".2f")
 

@@ -254,9 +254,9 @@ def test_ppo_learns_a_users_own_gymnasium_env_named_by_module_and_id():
 def test_bench_profile_of_a_host_config_times_both_sides():
     """`bench --profile` on a host config: the executor's own times a round (actor env
     step and policy, its dispatch among it, the actor's whole round holding both, learner
-    learn and wait), each
-    positive, the overlap bound, and the SPS against the env's own random loop measured
-    beside each run (far faster than training: no policy, no learner)."""
+    learn and wait), each positive, the overlap bound, and the SPS against the env's own
+    random loop measured beside each run (far faster than training: no policy, no
+    learner)."""
     from jaxrl_async.tools.host_profile import host_table, profile_host
 
     config = load_config("ppo_cartpole", [*corridor_args()[1:], "pipeline.lag=1"])

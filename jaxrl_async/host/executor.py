@@ -73,7 +73,7 @@ from jaxrl_async.host.processes import (
     replicated,
 )
 from jaxrl_async.host.replay_learner import ReplayLearner, resumed
-from jaxrl_async.host.round_times import RoundTimes
+from jaxrl_async.host.round_times import ACTOR_TIMES, RoundTimes
 from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.host.stall import Doing, StallWatch
 from jaxrl_async.host.stopping import RunStop, get
@@ -81,8 +81,6 @@ from jaxrl_async.pipeline.sharding import AXIS
 from jaxrl_async.types import Agent, BuildContext, LearnFn, Transition
 
 JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
-# Where an actor's round went (`groups.ActorSeconds`); a record keeps the slowest actor's.
-ACTOR = ("env", "policy", "dispatch", "round")
 
 
 def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
@@ -96,17 +94,9 @@ def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
     host_devices(config)  # too few devices for the run: refused before any env is built
     threads = config.pipeline.actor_threads
     _, local_envs = process_envs(config)  # every env, but with several processes their share
-    sizes = [len(s) for s in np.array_split(np.arange(local_envs), threads)]
+    sizes = split_sizes(local_envs, threads)
     sizes *= config.train.num_seeds  # each seed's own envs (`seeds.py`), seed by seed
-    envs: list = []
-    try:
-        for size in sizes:
-            envs.append(_actor_env(config, size))
-    except Exception:
-        for env in envs:
-            env.close()
-        raise
-    return envs
+    return _made(sizes, lambda size: _actor_env(config, size))
 
 
 def _actor_env(config: Config, size: int):
@@ -115,15 +105,20 @@ def _actor_env(config: Config, size: int):
     count = min(config.pipeline.env_groups, size)
     if count == 1:
         return make_run_env(config.env, size)
-    parts: list = []
+    return EnvGroups(_made(split_sizes(size, count), lambda part: make_run_env(config.env, part)))
+
+
+def _made(sizes: list[int], make: Callable[[int], Any]) -> list:
+    """`make(size)` for each size in turn; should one fail, those made are closed."""
+    made: list = []
     try:
-        for part in split_sizes(size, count):
-            parts.append(make_run_env(config.env, part))
+        for size in sizes:
+            made.append(make(size))
     except Exception:
-        for env in parts:
+        for env in made:
             env.close()
         raise
-    return EnvGroups(parts)
+    return made
 
 
 def make_host_agent(config: Config, spec) -> Agent:
@@ -216,7 +211,8 @@ def round_record(parts: list[Trajectory], r: int, batch: int, runs: int | None =
         "versions": [np.unique(p.traj.version).tolist() for p in parts],
         "episode_return": float(returns.mean()) if returns.size else math.nan,
         **{k: v[0] if runs is None else np.asarray(v, np.float64) for k, v in sums.items()},
-        **{f"actor_{k}_seconds": max(getattr(p, f"{k}_seconds") for p in parts) for k in ACTOR},
+        # the slowest actor's times (Trajectory's fields of the same names, less "actor_")
+        **{k: max(getattr(p, k.removeprefix("actor_")) for p in parts) for k in ACTOR_TIMES},
     }
 
 

@@ -25,6 +25,7 @@ def profile_host(config: Config, rounds: int, repeats: int) -> dict:
     run after a measure of the env's own random loop (interleaved: SPS / loop SPS)."""
     from jaxrl_async.host.executor import train_host
     from jaxrl_async.host.random_play import random_loop_sps
+    from jaxrl_async.host.round_times import ACTOR_TIMES
 
     steps = (rounds + 1) * config.batch_size  # the first round (its compiles) is left out
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, total_steps=steps))
@@ -32,17 +33,8 @@ def profile_host(config: Config, rounds: int, repeats: int) -> dict:
     for _ in range(repeats):
         loops.append(random_loop_sps(config.env, RANDOM_SECONDS, config.train.seed))
         runs.append(train_host(config))
-    per_round = {
-        key: [r[f"{key}_seconds"] / rounds for r in runs]
-        for key in (
-            "actor_env",
-            "actor_policy",
-            "actor_dispatch",
-            "actor_round",
-            "learn",
-            "learner_wait",
-        )
-    }
+    timed = (*ACTOR_TIMES, "learn_seconds", "learner_wait_seconds")
+    per_round = {key.removesuffix("_seconds"): [r[key] / rounds for r in runs] for key in timed}
     actor = statistics.median(per_round["actor_round"])
     learner = statistics.median(per_round["learn"])
     return {

@@ -195,14 +195,14 @@ class HostEngine:
 
     def summary_fields(self, state: Progress) -> dict:
         stats = {} if self.executor is None else self.executor.stats()
-        keys = ("learner_wait_seconds", "learn_seconds", "actor_env_seconds")
+        keys = ("learner_wait_seconds", "learn_seconds", *ACTOR_TIMES)
         return {
             "updates": state.updates,
             "actor_threads": len(self.envs),
             "lag": self.config.pipeline.lag,
             "policy_lag": stats.get("policy_lag"),
             "policy_lag_max": stats.get("policy_lag_max"),
-            **{k: stats.get(k) for k in (*keys, *ACTOR_TIMES[1:])},
+            **{k: stats.get(k) for k in keys},
         }
 
     def close(self) -> None:
