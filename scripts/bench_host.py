@@ -7,6 +7,7 @@ run's time went.
     python scripts/bench_host.py --config ppo_gymnasium_cartpole --lags 0,1 --repeats 5
     python scripts/bench_host.py --lags 1 --groups 1,2            # env groups' overlap
     python scripts/bench_host.py --override env.num_envs=16 --json host.json
+    python scripts/bench_host.py --lags 1 --cpu-dispatch inline,async  # JAX's CPU dispatch
 
 Each round runs, in turn: the env's random loop (its `step` with sampled actions, the
 ceiling any trainer of that env can reach), then one training run per setting. Training
@@ -23,7 +24,9 @@ docs/performance.json.
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import harness  # beside this script in scripts/
 
@@ -41,6 +44,22 @@ def train_once(name: str, overrides: list[str], lag: int, groups: int = 1) -> di
     keys += ("actor_round_seconds",)
     keys += ("train_seconds", "env_steps")
     return {k: result[k] for k in keys}
+
+
+DISPATCH = {"inline": "false", "async": "true"}  # --cpu-dispatch: JAX_CPU_ENABLE_ASYNC_DISPATCH
+_CHILD = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); import bench_host; "
+    "print(json.dumps(bench_host.train_once(sys.argv[2], json.loads(sys.argv[3]), "
+    "int(sys.argv[4]), int(sys.argv[5]))))"
+)
+
+
+def train_in_child(name: str, overrides: list[str], lag: int, groups: int, dispatch: str) -> dict:
+    """`train_once` in a fresh process whose JAX dispatches CPU computations as `dispatch`
+    says (a process-wide setting, fixed when JAX makes its CPU client)."""
+    here = Path(__file__).resolve().parent
+    env = {"JAX_CPU_ENABLE_ASYNC_DISPATCH": DISPATCH[dispatch]}
+    return harness.child(_CHILD, here, name, json.dumps(overrides), lag, groups, env=env)
 
 
 def _waiting(run: dict) -> float:
@@ -68,11 +87,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lags", default="0,1")
     p.add_argument("--groups", default="1", help="pipeline.env_groups values, e.g. 1,2")
     p.add_argument("--random-seconds", type=float, default=5.0)
+    p.add_argument(
+        "--cpu-dispatch",
+        default="inline",
+        help="JAX's CPU computations inline (the package's default) and/or async, e.g. "
+        "inline,async",
+    )
     args = p.parse_args(argv)
     lags = [int(x) for x in args.lags.split(",")]
     groups = [int(x) for x in args.groups.split(",")]
+    dispatches = args.cpu_dispatch.split(",")
+    if not set(dispatches) <= set(DISPATCH):
+        p.error(f"--cpu-dispatch takes {', '.join(DISPATCH)}, got {args.cpu_dispatch}")
     names = {
-        (lag, g): f"lag {lag}" + ("" if groups == [1] else f", {g} env groups")
+        (lag, g, d): f"lag {lag}"
+        + ("" if groups == [1] else f", {g} env groups")
+        + ("" if dispatches == ["inline"] else f", {d} dispatch")
+        for d in dispatches
         for lag in lags
         for g in groups
     }
@@ -82,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     programs = {
         "random loop": lambda _: {"sps": random_loop_sps(config.env, seconds, config.train.seed)}
     }
-    for (lag, g), name in names.items():
-        programs[name] = lambda _, lag=lag, g=g: train_once(args.config, overrides, lag, g)
+    for (lag, g, d), name in names.items():
+        programs[name] = lambda _, lag=lag, g=g, d=d: train_in_child(
+            args.config, overrides, lag, g, d
+        )
     runs = harness.interleave(programs, args.repeats)
     loop = (
         "EnvPool's pool through the adapter's same-step shim"
@@ -95,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rows[0] += ["1", "-", "-", "-", "-", "-", "-", "-"]
     first = next(iter(names.values()))
-    for (lag, g), name in names.items():
+    for (lag, g, d), name in names.items():
         rs = runs[name]
         rows.append(
             [
@@ -108,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 harness.cell(harness.of(rs, "actor_round_seconds"), ".1f"),
                 harness.cell(harness.of(rs, "learn_seconds"), ".1f"),
                 "1" if name == first else harness.cell(harness.ratios(rs, runs[first]), ".2f"),
-                _of_bound(runs, name, None if lag == 0 else names.get((0, g))),
+                _of_bound(runs, name, None if lag == 0 else names.get((0, g, d))),
             ]
         )
     columns = ["run", "training SPS", "of the random loop", "actor env.step s"]

@@ -89,3 +89,25 @@ def test_the_suite_runs_on_one_device_and_subprocesses_force_their_own():
     flags = os.environ["XLA_FLAGS"].split()
     assert not [f for f in flags if "optimization_level" in f or "fusion_emitters" in f]
     assert subprocess_env(devices=2)["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+
+
+@pytest.mark.parametrize(
+    "order, given, expected",
+    [
+        ("import jaxrl_async, jax", None, False),  # set as JAX's import ends
+        ("import jax, jaxrl_async", None, False),  # set at once
+        ("import jaxrl_async, jax", "true", True),  # the user's choice
+        ("import jax, jaxrl_async", "1", True),
+    ],
+)
+def test_cpu_computations_run_inline_unless_the_environment_says(order, given, expected):
+    script = f"{order}\nprint(jax.config.read('jax_cpu_enable_async_dispatch'))\n"
+    env = {k: v for k, v in os.environ.items() if k != _xla_flags.ASYNC_DISPATCH_VAR}
+    env.pop("JAXRL_ASYNC_KEEP_XLA_FLAGS", None)
+    if given is not None:
+        env[_xla_flags.ASYNC_DISPATCH_VAR] = given
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == str(expected)

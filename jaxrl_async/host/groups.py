@@ -5,8 +5,11 @@ An actor thread with G groups holds G vector envs over consecutive slices of its
 a policy for each. Each step it takes group g's actions (dispatched before, computed by
 XLA while the other groups stepped), steps group g's envs and at once dispatches group
 g's next policy call, then turns to group g + 1: the policy's compute runs beside the
-env steps of the other groups instead of after its own. JAX dispatches a call and
-returns; only fetching its result waits.
+env steps of the other groups instead of after its own. That needs a call that returns
+before its result is computed, as a call on an accelerator does; on a CPU the package
+runs JAX's computations inline (`jaxrl_async/_xla_flags.py`, faster for an actor than
+dispatching them), so there a call computes before it returns and the groups overlap
+nothing.
 
 Nothing about the run changes with G: every env keeps its global index (its reset seed
 and its per-step key), so the actions, the trajectory [T, B_k] (the groups' envs
