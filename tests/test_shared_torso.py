@@ -14,6 +14,7 @@ from jaxrl_async import envs
 from jaxrl_async.agents.actor_critic import make_actor_critic
 from jaxrl_async.envs.spec import obs_zeros, spec_of
 from jaxrl_async.pipeline.build import build_pipeline
+from jaxrl_async.types import Transition
 
 KEY = jax.random.key(0)
 
@@ -65,13 +66,21 @@ def test_it_scores_the_actions_it_takes_and_values_as_values_does(name):
     np.testing.assert_allclose(scored.log_prob, extras["log_prob"], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(scored.value, scored.next_value, rtol=1e-6)
 
-    class Traj:  # what `values` reads of a trajectory [T, B]
-        reward = jnp.zeros((2, 3))
+    def values(truncated):  # `values` of a trajectory [2, 3] observing obs, then obs reversed
+        traj = Transition(
+            obs.reshape(2, 3, -1), None, jnp.zeros((2, 3)), None, truncated,
+            obs[::-1].reshape(2, 3, -1), {}, None,
+        )  # fmt: skip
+        return (x.reshape(-1) for x in net.values(params, traj))
 
-    Traj.obs, Traj.next_obs = obs.reshape(2, 3, -1), obs[::-1].reshape(2, 3, -1)
-    v, next_v = net.values(params, Traj)
-    np.testing.assert_allclose(v.reshape(-1), scored.value, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(next_v.reshape(-1), scored.value[::-1], rtol=1e-5, atol=1e-6)
+    # every step truncated: V of every x'
+    v, next_v = values(jnp.ones((2, 3), bool))
+    np.testing.assert_allclose(v, scored.value, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(next_v, scored.value[::-1], rtol=1e-5, atol=1e-6)
+    # none: V(x_t+1) for x'_t, but at the last step
+    v, next_v = values(jnp.zeros((2, 3), bool))
+    np.testing.assert_allclose(next_v[:3], v[3:], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(next_v[3:], scored.value[::-1][3:], rtol=1e-5, atol=1e-6)
 
 
 def test_the_value_loss_reaches_the_policys_torso_only_when_shared():

@@ -36,7 +36,6 @@ from typing import Any, NamedTuple, cast
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async.agents.common import concat_obs
 from jaxrl_async.envs.spec import EnvSpec, obs_zeros
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.nn import distributions as D
@@ -76,7 +75,9 @@ class ActorCritic(NamedTuple):
             any steps) or [T, b] (recurrent: whole sequences), plus, recurrent, what
             `sequence_inputs` gives
     values: (params, trajectory [T, B]) -> (V(x_t), V(x'_t)) [T, B], x'_t the observation
-            after step t before any auto-reset
+            after step t before any auto-reset. V(x'_t) is exact where targets read it:
+            at the last step and at truncations (`common.fold_truncation`); after a
+            termination it may be V of the next episode's first observation
     sequence_inputs: trajectory -> the extra batch entries `evaluate` needs to re-run it
             ({} memoryless; recurrent: "carry" [1, B, ...], the carry the actor held
             before the first step, and "episode_start" [T, B])
@@ -216,11 +217,21 @@ def _memoryless(
         return _unflatten(lead, Scored(log_prob, entropy, v, next_v))
 
     def values(params, traj):
+        """V(x_t), and V(x'_t) from it: where an episode goes on, x'_t is x_{t+1}, so the
+        critic sees x' only at the last step, and at every step of a trajectory that
+        truncates an episode before its last step (a branch taken at run time). Over a
+        trajectory the value pass then costs one critic call per step, not two."""
         T, B = traj.reward.shape
-        both_obs = jax.tree.map(
-            lambda x: x.reshape(2 * T * B, *x.shape[2:]), concat_obs(traj.obs, traj.next_obs)
-        )
-        return cast(jax.Array, value(params, both_obs)).reshape(2, T, B)
+        v = value(params, _flatten((T, B))(traj.obs)).reshape(T, B)
+        last = value(params, jax.tree.map(lambda x: x[-1], traj.next_obs))
+        shifted = jnp.concatenate([v[1:], last[None]])
+
+        def with_truncations():
+            every = value(params, _flatten((T, B))(traj.next_obs)).reshape(T, B)
+            return jnp.where(traj.truncated, every, shifted)
+
+        inside = jnp.any(traj.truncated[:-1])
+        return v, jax.lax.cond(inside, with_truncations, lambda: shifted)
 
     return ActorCritic(
         lambda key: init(key, obs_zeros(spec)),

@@ -27,11 +27,6 @@ class ActorCriticState(struct.PyTreeNode):
     hparams: dict  # the SWEEPABLE fields as traced scalars (`initial_hparams`)
 
 
-def concat_obs(a, b):
-    """Two observation batches (arrays or dicts of them) as one, `a`'s rows first."""
-    return jax.tree.map(lambda x, y: jnp.concatenate([x, y]), a, b)
-
-
 def fold_truncation(rewards, next_values, terminated, truncated, gamma):
     """(rewards, discounts) [T, B] for estimators that only know episode ends.
 
