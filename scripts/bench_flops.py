@@ -15,19 +15,17 @@ pass alone (`agent.targets`); and one whole update (`agent.learn`, jitted as the
 executor jits it, `make_learner`), on a trajectory of random uint8 frames of the run's
 shape (FLOPs do not depend on the values).
 
-An update's FLOPs come from XLA's cost analysis of the compiled programs. It counts a
-loop's body once, so the update's FLOPs are the value pass's plus epochs x minibatches
-times the rest (one minibatch step; the shuffle's arithmetic is negligible); a learner
-over several devices (`--set pipeline.devices=2`) is counted per device, so times the
-device count. They are
-counted on the learner built with convolution ops (as before `conv.blocked_conv`), and
-that one count rates every learner: the blocked products also multiply the image blocks
-that no output reads (about 10% more arithmetic), which is not the update's work. An analytic
-count of the Nature torso (convolutions and dense layer, forward on every frame of the
-value pass; forward and backward, where the backward is the weights' and the inputs'
-gradients save the first layer's input gradient, on every minibatch frame) is reported
-beside it. "The machine figure" is the better of the matmul's and the large
-convolution's medians; the learner's ratio is to that one.
+An update's FLOPs, which rate every program, are an analytic count of the Nature torso
+and heads: forward on every frame the value pass reads (x_t, and x' of the last step);
+forward and backward, where the backward is the weights' and the inputs' gradients save
+the first layer's input gradient, on every minibatch frame. XLA's cost analysis of the
+learner built with convolution ops (as before `conv.blocked_conv`) is reported beside it:
+it counts a loop's body once (scaled here by epochs x minibatches; a learner over several
+devices, `--set pipeline.devices=2`, is counted per device, so times the device count)
+and both branches of a run-time branch, so it includes the critic pass over every x' that
+a round without truncations skips. The blocked products also multiply image blocks that
+no output reads, which is not the update's work. "The machine figure" is the better of
+the matmul's and the large convolution's medians; the learner's ratio is to that one.
 """
 
 from __future__ import annotations
@@ -123,17 +121,21 @@ def nature_forward_flops(size: int, channels: int, actions: int) -> tuple[float,
     return total, first
 
 
-def analytic_update_flops(config, spec) -> float:
-    """The Nature torso's FLOPs in one PPO update (module docstring)."""
+def analytic_flops(config, spec) -> dict:
+    """The Nature torso's FLOPs in PPO's value pass and in one whole update (module
+    docstring)."""
     forward, first = nature_forward_flops(spec.obs_shape[0], spec.obs_shape[2], spec.num_actions)
     frames = config.pipeline.rollout_len * config.env.num_envs
     backward = 2 * forward - first  # no gradient for the frames themselves
-    value_pass = 2 * frames * forward  # V(obs) and V(next_obs)
-    return value_pass + config.agent.num_epochs * frames * (forward + backward)
+    value_pass = (frames + config.env.num_envs) * forward  # V(x_t), V(the last x')
+    update = value_pass + config.agent.num_epochs * frames * (forward + backward)
+    return {"value_pass": value_pass, "update": update}
 
 
 def random_trajectory(config, spec) -> Transition:
-    """A trajectory [T, B] of the run's shape: random frames, actions and rewards."""
+    """A trajectory [T, B] of the run's shape: random frames, actions and rewards, and
+    terminations; no truncation, which an Atari episode meets only after 27,000 steps, so
+    the value pass takes the branch a run's rounds take (the critic on x_t alone)."""
     shape = (config.pipeline.rollout_len, config.env.num_envs)
     rng = np.random.default_rng(0)
 
@@ -145,7 +147,7 @@ def random_trajectory(config, spec) -> Transition:
         action=jnp.asarray(rng.integers(0, spec.num_actions, shape), jnp.int32),
         reward=jnp.asarray(rng.random(shape), jnp.float32),
         terminated=jnp.asarray(rng.random(shape) < 0.01),
-        truncated=jnp.asarray(rng.random(shape) < 0.01),
+        truncated=jnp.zeros(shape, bool),
         next_obs=frames(),
         extras={"log_prob": jnp.full(shape, -np.log(spec.num_actions), jnp.float32)},
         version=jnp.zeros(shape, jnp.int32),
@@ -161,12 +163,12 @@ def learner_programs(config, blocked: bool = True, flops: dict | None = None):
     spec = envs[0].spec
     for env in envs:
         env.close()
-    chosen = conv._blocked
-    conv._blocked = chosen if blocked else lambda *_: False
+    chosen = conv._as_product
+    conv._as_product = chosen if blocked else lambda *_: None
     try:  # compiled while the convolution's choice stands
         return _compiled_learner(config, spec, flops)
     finally:
-        conv._blocked = chosen
+        conv._as_product = chosen
 
 
 def _compiled_learner(config, spec, flops: dict | None) -> tuple[dict, dict]:
@@ -185,10 +187,10 @@ def _compiled_learner(config, spec, flops: dict | None) -> tuple[dict, dict]:
     value_pass = flops_of(targets)
     steps = config.agent.num_epochs * config.agent.num_minibatches
     counted = {
-        "value_pass": value_pass,
+        "xla_value_pass": value_pass,
         "learn_loops_once": once,
-        "update": value_pass + steps * (once - value_pass),
-        "analytic": analytic_update_flops(config, spec),
+        "xla_update": value_pass + steps * (once - value_pass),
+        **analytic_flops(config, spec),
     }
     rate = counted if flops is None else flops
     programs = {
@@ -215,9 +217,10 @@ def rows_of(runs: dict, flops: dict) -> tuple[list[list[str]], str]:
         )
     rows.append(
         [
-            f"(an update's FLOPs, counted for every program: XLA {flops['update'] / 1e9:.1f} G "
-            f"with convolution ops, analytic torso {flops['analytic'] / 1e9:.1f} G; the "
-            f"blocked products compute {flops['blocked_update'] / 1e9:.1f} G)",
+            f"(an update's FLOPs, rating every program: {flops['update'] / 1e9:.1f} G, the "
+            f"torso's analytic count; XLA counts {flops['xla_update'] / 1e9:.1f} G with "
+            "convolution ops, both branches of the value pass, and "
+            f"{flops['blocked_update'] / 1e9:.1f} G with the products)",
             "",
             "",
             "",
@@ -240,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     config = jaxrl_async.load_config(args.config, args.set)
     older, flops = learner_programs(config, blocked=False)
     learners, blocked = learner_programs(config, flops=flops)
-    flops["blocked_update"] = blocked["update"]
+    flops["blocked_update"] = blocked["xla_update"]
     programs = {**machine_programs(args.matmul), **learners}
     if args.before:
         programs.update({f"{name}, convolution ops only": p for name, p in older.items()})

@@ -15,8 +15,9 @@ two layers: 8x8 stride 4, 4x4 stride 2) takes no convolution op at all: `blocked
 writes it as one matrix product of the images cut into stride-sized blocks, and a sum of
 shifted slices. XLA's CPU convolutions run those layers (few channels, a large stride)
 far below the machine's matrix-product rate, so on a CPU the product is faster
-(docs/performance.md, "Image torsos"); other backends keep their own convolutions, which
-were not measured against it.
+(docs/performance.md, "Image torsos"). An unpadded stride-1 convolution (the Nature
+torso's third layer) is likewise one product, of each output pixel's patch: `patch_conv`.
+Other backends keep their own convolutions, which were not measured against them.
 
 It takes `lax.conv_general_dilated`'s arguments (flax's `nn.Conv(conv_general_dilated=)`
 passes them) and handles the case the torsos use: 2-D, NHWC images, HWIO kernels, no
@@ -26,7 +27,7 @@ dilation, one feature group. Anything else goes to `lax.conv_general_dilated` un
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -53,8 +54,10 @@ def conv_general_dilated(
         if isinstance(padding, str):
             padding = lax.padtype_to_pads(lhs.shape[1:3], rhs.shape[:2], strides, padding)
         pads: Pads = tuple((int(lo), int(hi)) for lo, hi in padding)  # type: ignore[assignment]
-        if _blocked(rhs.shape, strides, pads) and jax.default_backend() == "cpu":
-            return blocked_conv(lhs, rhs, strides, options.get("precision"))
+        unpadded = all(lo == hi == 0 for lo, hi in pads)
+        product = _as_product(rhs.shape, strides) if unpadded else None
+        if product is not None and jax.default_backend() == "cpu":
+            return product(lhs, rhs, options.get("precision"))
         # The input's gradient pads by k - 1 - lo: a padding past the kernel is left to lax.
         if all(0 <= p < k for pair, k in zip(pads, rhs.shape[:2]) for p in pair):
             return _conv(lhs, rhs, strides, pads, options.get("precision"))
@@ -75,14 +78,29 @@ def _plain(lhs_shape: tuple, rhs_shape: tuple, options: dict[str, Any]) -> bool:
     )
 
 
-def _blocked(kernel_shape: tuple, strides: tuple[int, int], pads: Pads) -> bool:
-    """Whether a convolution is unpadded and strided, each kernel side a multiple of its
-    stride: the case `blocked_conv` computes as one matrix product."""
-    return (
-        strides != (1, 1)
-        and all(lo == hi == 0 for lo, hi in pads)
-        and all(k % s == 0 for k, s in zip(kernel_shape[:2], strides))
-    )
+def _as_product(kernel_shape: tuple, strides: tuple[int, int]) -> Callable | None:
+    """An unpadded convolution as one matrix product, (x, w, precision) -> y: of its
+    patches at stride 1 (`patch_conv`), of its stride-sized blocks where each stride
+    divides its kernel side (`blocked_conv`); None where neither applies."""
+    if strides == (1, 1):
+        return patch_conv
+    if all(k % s == 0 for k, s in zip(kernel_shape[:2], strides)):
+        return lambda x, w, precision: blocked_conv(x, w, strides, precision)
+    return None
+
+
+def patch_conv(x: jax.Array, w: jax.Array, precision: Any = None) -> jax.Array:
+    """An unpadded stride-1 convolution, NHWC by HWIO, as one matrix product: each output
+    pixel's kh x kw patch of the images laid along the channels ([B, OH, OW, kh kw C], the
+    kernel's shifted views side by side) times the kernel as [kh kw C, O]. The same sums
+    as the convolution in another order, so the same values up to float rounding; by
+    autodiff the weights' gradient is a product too, the images' a sum of shifted slices."""
+    kh, kw, c, o = w.shape
+    oh, ow = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+    views = [x[:, i : i + oh, j : j + ow] for i in range(kh) for j in range(kw)]
+    patches = jnp.concatenate(views, axis=-1).reshape(-1, kh * kw * c)
+    out = jnp.matmul(patches, w.reshape(kh * kw * c, o), precision=precision)
+    return out.reshape(x.shape[0], oh, ow, o)
 
 
 def blocked_conv(x: jax.Array, w: jax.Array, strides: tuple[int, int], precision: Any = None):
