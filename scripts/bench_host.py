@@ -90,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--cpu-dispatch",
         default="inline",
-        help="JAX's CPU computations inline (the package's default) and/or async, e.g. "
-        "inline,async",
+        help="JAX's CPU computations inline (a host run's default) and/or async, e.g. inline,async",
     )
     args = p.parse_args(argv)
     lags = [int(x) for x in args.lags.split(",")]

@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from jaxrl_async._xla_flags import host_cpu_dispatch
 from jaxrl_async.agents import make_agent
 from jaxrl_async.config.host_devices import host_learner_devices
 from jaxrl_async.config.loader import Config
@@ -596,6 +597,7 @@ def train_host(
     last env.num_envs episodes), the measured policy lag and the final parameters. The
     CLI's runs, with logs and checkpoints, go through `trainer.train`
     (`training/host_engine.py`)."""
+    host_cpu_dispatch()
     envs = make_actor_envs(config)
     try:
         agent = make_host_agent(config, envs[0].spec)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import jax
 
+from jaxrl_async._xla_flags import host_cpu_dispatch
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import UserError
 from jaxrl_async.run import distributed, rundir
@@ -149,6 +150,8 @@ def train(
         hosted = host_config(config, env)
         if hosted is not None:
             config, env, env_name = hosted, None, hosted.env.name
+    if engine_kind(config, env) == "host":
+        host_cpu_dispatch()  # before anything of the run starts JAX's CPU client
     wall_start = time.perf_counter()
     distributed.check(config.distributed)
     configure_compile_cache(config.train.compile_cache)
