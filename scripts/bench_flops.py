@@ -19,13 +19,14 @@ An update's FLOPs, which rate every program, are an analytic count of the Nature
 and heads: forward on every frame the value pass reads (x_t, and x' of the last step);
 forward and backward, where the backward is the weights' and the inputs' gradients save
 the first layer's input gradient, on every minibatch frame. XLA's cost analysis of the
-learner built with convolution ops (as before `conv.blocked_conv`) is reported beside it:
+learner built with convolution ops (as before `nn.conv`'s products) is reported beside it:
 it counts a loop's body once (scaled here by epochs x minibatches; a learner over several
 devices, `--set pipeline.devices=2`, is counted per device, so times the device count)
 and both branches of a run-time branch, so it includes the critic pass over every x' that
 a round without truncations skips. The blocked products also multiply image blocks that
-no output reads, which is not the update's work. "The machine figure" is the better of
-the matmul's and the large convolution's medians; the learner's ratio is to that one.
+no output reads, which is not the update's work (the third count shown). "The machine
+figure" is the better of the matmul's and the large convolution's medians; the learner's
+ratio is to that one.
 """
 
 from __future__ import annotations
@@ -154,17 +155,17 @@ def random_trajectory(config, spec) -> Transition:
     )
 
 
-def learner_programs(config, blocked: bool = True, flops: dict | None = None):
+def learner_programs(config, products: bool = True, flops: dict | None = None):
     """({"value pass": ..., "learner": ...}, XLA's FLOP counts of the programs): the
     agent's value pass and update for the config's host env, jitted as the executor jits
-    them, rated by `flops` (default: their own counts). With `blocked` False, built with
-    every convolution a convolution op, as before `conv.blocked_conv`."""
+    them, rated by `flops` (default: their own analytic counts). With `products` False,
+    built with every convolution a convolution op, as before `nn.conv`'s matrix products."""
     envs = make_actor_envs(config)
     spec = envs[0].spec
     for env in envs:
         env.close()
     chosen = conv._as_product
-    conv._as_product = chosen if blocked else lambda *_: None
+    conv._as_product = chosen if products else lambda *_: None
     try:  # compiled while the convolution's choice stands
         return _compiled_learner(config, spec, flops)
     finally:
@@ -220,7 +221,7 @@ def rows_of(runs: dict, flops: dict) -> tuple[list[list[str]], str]:
             f"(an update's FLOPs, rating every program: {flops['update'] / 1e9:.1f} G, the "
             f"torso's analytic count; XLA counts {flops['xla_update'] / 1e9:.1f} G with "
             "convolution ops, both branches of the value pass, and "
-            f"{flops['blocked_update'] / 1e9:.1f} G with the products)",
+            f"{flops['products_update'] / 1e9:.1f} G with the products)",
             "",
             "",
             "",
@@ -237,13 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--before",
         action="store_true",
-        help="also the learner with every convolution a convolution op (no blocked_conv)",
+        help="also the learner with every convolution a convolution op (no matrix products)",
     )
     args = p.parse_args(argv)
     config = jaxrl_async.load_config(args.config, args.set)
-    older, flops = learner_programs(config, blocked=False)
-    learners, blocked = learner_programs(config, flops=flops)
-    flops["blocked_update"] = blocked["xla_update"]
+    older, flops = learner_programs(config, products=False)
+    learners, counted = learner_programs(config, flops=flops)
+    flops["products_update"] = counted["xla_update"]
     programs = {**machine_programs(args.matmul), **learners}
     if args.before:
         programs.update({f"{name}, convolution ops only": p for name, p in older.items()})

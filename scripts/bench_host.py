@@ -31,6 +31,7 @@ from pathlib import Path
 import harness  # beside this script in scripts/
 
 import jaxrl_async
+from jaxrl_async._xla_flags import ASYNC_DISPATCH_VAR
 from jaxrl_async.host.executor import train_host
 from jaxrl_async.host.random_play import random_loop_sps
 
@@ -46,7 +47,7 @@ def train_once(name: str, overrides: list[str], lag: int, groups: int = 1) -> di
     return {k: result[k] for k in keys}
 
 
-DISPATCH = {"inline": "false", "async": "true"}  # --cpu-dispatch: JAX_CPU_ENABLE_ASYNC_DISPATCH
+DISPATCH = {"inline": "false", "async": "true"}  # --cpu-dispatch: ASYNC_DISPATCH_VAR's values
 _CHILD = (
     "import json, sys; sys.path.insert(0, sys.argv[1]); import bench_host; "
     "print(json.dumps(bench_host.train_once(sys.argv[2], json.loads(sys.argv[3]), "
@@ -58,7 +59,7 @@ def train_in_child(name: str, overrides: list[str], lag: int, groups: int, dispa
     """`train_once` in a fresh process whose JAX dispatches CPU computations as `dispatch`
     says (a process-wide setting, fixed when JAX makes its CPU client)."""
     here = Path(__file__).resolve().parent
-    env = {"JAX_CPU_ENABLE_ASYNC_DISPATCH": DISPATCH[dispatch]}
+    env = {ASYNC_DISPATCH_VAR: DISPATCH[dispatch]}
     return harness.child(_CHILD, here, name, json.dumps(overrides), lag, groups, env=env)
 
 

@@ -91,6 +91,10 @@ def test_the_actor_acts_on_and_hands_in_normalised_obs_and_reports_raw_moments()
     np.testing.assert_allclose(np.stack(policy.seen), traj.obs)
     final = np.stack([s.final_obs for s in steps])
     np.testing.assert_allclose(traj.next_obs, normalize(stats, final))
+    # one round's statistics: where an episode went on, x'_t is x_t+1 bit for bit
+    went_on = ~np.stack([s.terminated | s.truncated for s in steps])[:-1]
+    assert went_on.any()
+    np.testing.assert_array_equal(traj.next_obs[:-1][went_on], traj.obs[1:][went_on])
     reported = _obs_moments(first, steps, acting)
     np.testing.assert_allclose(reported.mean, raw.reshape(-1, 2).mean(0))
     np.testing.assert_allclose(reported.var, raw.reshape(-1, 2).var(0), rtol=1e-6)

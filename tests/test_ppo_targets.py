@@ -10,6 +10,7 @@ import pytest
 from jaxrl_async.agents.ppo import PPOConfig, make_ppo
 from jaxrl_async.envs.spec import EnvSpec
 from jaxrl_async.types import BuildContext, Transition
+from tests.helpers.probe_envs import walk_rollout
 
 SPEC = EnvSpec((3,), np.dtype(np.float32), True, 3, (), np.dtype(np.int32))
 T, B = 11, 4
@@ -74,3 +75,15 @@ def test_ppo_targets_equal_gae_with_the_critic_on_every_final_observation(ends):
     expected = forward_gae(v, v_next, traj, config.gamma, config.gae_lambda)
     np.testing.assert_allclose(np.asarray(targets["advantage"]), expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(targets["target"]), expected + v, rtol=1e-5, atol=1e-5)
+
+
+def test_a_normalised_rollout_records_x_prime_as_the_next_steps_observation():
+    """What the value pass rests on: where an episode went on, the JAX rollout's x'_t is
+    x_t+1 bit for bit, also seen through running statistics that move every step (a host
+    actor's are a round's: tests/test_host_obs_norm.py)."""
+    _, _, traj = walk_rollout(lambda ctx: make_ppo(PPOConfig(hidden_sizes=(8,)), ctx), 16, 4, True)
+    obs, next_obs = np.asarray(traj.obs), np.asarray(traj.next_obs)
+    went_on = ~np.asarray(traj.terminated | traj.truncated)[:-1]
+    assert went_on.any() and not went_on.all()
+    assert not np.allclose(obs, np.round(obs))  # normalised: not the walk's integer positions
+    np.testing.assert_array_equal(next_obs[:-1][went_on], obs[1:][went_on])

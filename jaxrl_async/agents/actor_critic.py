@@ -217,17 +217,20 @@ def _memoryless(
         return _unflatten(lead, Scored(log_prob, entropy, v, next_v))
 
     def values(params, traj):
-        """V(x_t), and V(x'_t) from it: where an episode goes on, x'_t is x_{t+1}, so the
-        critic sees x' only at the last step, and at every step of a trajectory that
-        truncates an episode before its last step (a branch taken at run time). Over a
-        trajectory the value pass then costs one critic call per step, not two."""
+        """V(x_t), and V(x'_t) from it: where an episode goes on, x'_t is x_{t+1} (both
+        rollouts record the two alike: the JAX rollout observes x'_t and x_{t+1} with the
+        same statistics, a host actor a round's), so the critic sees x' only at the last
+        step, and at every step of a trajectory that truncates an episode before its last
+        step (a branch taken at run time). Over a trajectory the value pass then costs one
+        critic call per step, not two."""
         T, B = traj.reward.shape
-        v = value(params, _flatten((T, B))(traj.obs)).reshape(T, B)
+        flat = _flatten((T, B))
+        v = value(params, flat(traj.obs)).reshape(T, B)
         last = value(params, jax.tree.map(lambda x: x[-1], traj.next_obs))
         shifted = jnp.concatenate([v[1:], last[None]])
 
         def with_truncations():
-            every = value(params, _flatten((T, B))(traj.next_obs)).reshape(T, B)
+            every = value(params, flat(traj.next_obs)).reshape(T, B)
             return jnp.where(traj.truncated, every, shifted)
 
         inside = jnp.any(traj.truncated[:-1])

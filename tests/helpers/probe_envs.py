@@ -130,8 +130,9 @@ def advantages_reference(values, next_values, rewards, terminated, truncated, ga
     return np.array(out)
 
 
-def walk_rollout(make_agent, T=16, B=4):
-    """(pipeline, initial state, trajectory [T, B]) of `make_agent(ctx)` on WalkEnv.
+def walk_rollout(make_agent, T=16, B=4, normalize_obs=False):
+    """(pipeline, initial state, trajectory [T, B]) of `make_agent(ctx)` on WalkEnv
+    (`normalize_obs`: seen through running observation statistics).
 
     Sixteen steps of four envs see episodes end by termination and by truncation.
     """
@@ -143,7 +144,8 @@ def walk_rollout(make_agent, T=16, B=4):
     env = WalkEnv()
     params = env.default_params
     agent = make_agent(BuildContext(check_env(env, params), B, T, 1, axis_name=AXIS))
-    pipeline = make_pipeline(agent, make_batched(env, axis_name=AXIS), params, PipelineShape(T, B))
+    batched = make_batched(env, normalize_obs, axis_name=AXIS)
+    pipeline = make_pipeline(agent, batched, params, PipelineShape(T, B))
     state = jax.jit(pipeline.init)(jax.random.PRNGKey(0))
     _, _, _, traj, _ = jax.jit(pipeline.rollout)(
         state.learner.params, state.env_state, state.obs, state.memory, jax.random.PRNGKey(1)
