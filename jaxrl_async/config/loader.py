@@ -256,9 +256,10 @@ def validate(config: Config) -> None:
         _validate_replay(config)
     if config.env.host:
         _validate_host(config)
-    elif config.pipeline.actor_threads != 1:
+    elif config.pipeline.actor_threads != 1 or config.pipeline.actor_processes:
+        field = "actor_threads" if config.pipeline.actor_threads != 1 else "actor_processes"
         raise ConfigError(
-            "pipeline.actor_threads applies to host envs (env.name=gymnasium:<id> or "
+            f"pipeline.{field} applies to host envs (env.name=gymnasium:<id> or "
             "envpool:<task>) only; "
             f"{config.env.name} steps inside the compiled program"
         )

@@ -83,9 +83,11 @@ class PipelineConfig:
     unroll: int = 1
     # Host envs: actor threads, each stepping a slice of env.num_envs (host/executor.py),
     # its envs in env_groups groups whose policy calls overlap each other's env steps
-    # (host/groups.py).
+    # (host/groups.py); with actor_processes each actor (its envs and its policy) runs
+    # in a process of its own, off the learner's interpreter (host/actor_process.py).
     actor_threads: int = 1
     env_groups: int = 1
+    actor_processes: bool = False
 
     def __post_init__(self):
         require(self.rollout_len >= 1, "pipeline.rollout_len", self.rollout_len, ">= 1")

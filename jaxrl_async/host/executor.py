@@ -55,6 +55,7 @@ from jaxrl_async.config.host_devices import host_learner_devices
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, run_actor
+from jaxrl_async.host.actor_process import ActorProcess, relay
 from jaxrl_async.host.by_name import HOST_NAMES, make_run_env
 from jaxrl_async.host.groups import EnvGroups, Group, split_sizes
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
@@ -97,10 +98,12 @@ def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
     _, local_envs = process_envs(config)  # every env, but with several processes their share
     sizes = split_sizes(local_envs, threads)
     sizes *= config.train.num_seeds  # each seed's own envs (`seeds.py`), seed by seed
-    return _made(sizes, lambda size: _actor_env(config, size))
+    if config.pipeline.actor_processes:  # each actor's envs built in its own process
+        return _made(sizes, lambda size: ActorProcess(config, size))
+    return _made(sizes, lambda size: actor_env(config, size))
 
 
-def _actor_env(config: Config, size: int):
+def actor_env(config: Config, size: int):
     """One actor's `size` envs: one host env, or with pipeline.env_groups G > 1 an
     EnvGroups of G over consecutive slices (`groups.py`)."""
     count = min(config.pipeline.env_groups, size)
@@ -314,7 +317,6 @@ def start_actors(
     for k, env in enumerate(envs):
         run = k // per_run
         seed = config.train.seed if seeds is None else seeds[run]
-        act_key = jax.random.fold_in(jax.random.key(seed, impl=config.prng_impl), 1)
         first_env = process_first if k % per_run == 0 else first_env
         plan = ActorPlan(
             k,
@@ -329,15 +331,16 @@ def start_actors(
             seed_index=None if seeds is None else run,
         )
         q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
-        groups = _groups(agent, act_key, plan, getattr(env, "parts", [env]))
-        memory = agent.initial_memory(env.num_envs)
         doing.append(Doing())
-        thread = threading.Thread(
-            target=run_actor,
-            args=(groups, plan, exchange, q, memory, doing[-1]),
-            name=f"host-actor-{k}",
-            daemon=True,
-        )
+        if isinstance(env, ActorProcess):  # the child acts; this thread relays
+            target, args = relay, (env, plan, exchange, q, doing[-1])
+        else:
+            groups = actor_groups(
+                agent, actor_key(config, seed), plan, getattr(env, "parts", [env])
+            )
+            memory = agent.initial_memory(env.num_envs)
+            target, args = run_actor, (groups, plan, exchange, q, memory, doing[-1])
+        thread = threading.Thread(target=target, args=args, name=f"host-actor-{k}", daemon=True)
         threads.append(thread)
         queues.append(q)
         first_env += env.num_envs
@@ -346,7 +349,13 @@ def start_actors(
     return threads, queues, doing
 
 
-def _groups(agent: Agent, key: jax.Array, plan: ActorPlan, parts: list) -> list[Group]:
+def actor_key(config: Config, seed: int) -> jax.Array:
+    """The key an actor of the run of `seed` acts with (`policy.py` folds in its steps
+    and envs)."""
+    return jax.random.fold_in(jax.random.key(seed, impl=config.prng_impl), 1)
+
+
+def actor_groups(agent: Agent, key: jax.Array, plan: ActorPlan, parts: list) -> list[Group]:
     """An actor's env groups, each with the policy compiled for its envs (their global
     indices from the actor's first on)."""
     groups, first = [], plan.first_env
