@@ -31,6 +31,7 @@ run's ActorError line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -90,13 +91,14 @@ class ActorProcess:
     def send(self, message: Any) -> None:
         self.conn.send(message)
 
-    def close(self) -> None:
+    def close(self, stuck: bool = False) -> None:
         """End the child: its pipe closed, which stops its actor (a send of its blocked
-        on the pipe fails at once), then killed where it does not end in time (an env
-        stuck in a step). Safe to call again."""
+        on the pipe fails at once), then killed where it does not end in time, or at once
+        where it is `stuck` (its env's step never returned: the stall watch said so).
+        Safe to call again."""
         self.conn.close()
         try:
-            self._process.wait(CLOSE_SECONDS)
+            self._process.wait(0 if stuck else CLOSE_SECONDS)
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
@@ -106,7 +108,8 @@ def relay(child: ActorProcess, plan, exchange, out, doing: Doing) -> None:
     """The run's thread for an actor in `child`: the plan, then each round's parameters
     once published, and the child's trajectories into `out`, until the plan's last round,
     a stop or a failure (the child's, recorded as the run's). The child is ended however
-    the thread ends."""
+    the thread ends; the thread itself never blocks for longer than a poll, so the run
+    joins it even where its child is stuck."""
     store, stop = exchange
     try:
         child.send(plan._replace(device=None))
@@ -131,7 +134,7 @@ def relay(child: ActorProcess, plan, exchange, out, doing: Doing) -> None:
         if not stop.is_set():  # else the run ends anyway, and closed the pipe itself
             stop.fail(child.name, plan.actor, e)
     finally:
-        child.close()
+        child.close(stuck=plan.actor in stop.stuck)
 
 
 class _Sender:
@@ -164,12 +167,12 @@ def _actor(conn: Connection, config, env) -> None:
 
     host_cpu_dispatch()
     from jaxrl_async.host.actor import Exchange, run_actor
-    from jaxrl_async.host.executor import actor_groups, actor_key, make_host_agent
+    from jaxrl_async.host.actor_build import actor_groups, actor_key, host_agent
     from jaxrl_async.host.params import ParamStore
 
     try:
         plan = conn.recv()
-        agent = make_host_agent(config, env.spec)
+        agent = host_agent(config, env.spec)
         parts = getattr(env, "parts", [env])
         groups = actor_groups(agent, actor_key(config, plan.seed), plan, parts)
         memory = agent.initial_memory(env.num_envs)
@@ -195,7 +198,7 @@ def _serve(conn: Connection) -> None:
         sys.path[:] = path  # the run's: a user's env module imports as it did there
         if registered is not None:
             _register(registered)
-        from jaxrl_async.host.executor import actor_env
+        from jaxrl_async.host.actor_build import actor_env
 
         env = actor_env(config, size)
         conn.send(("ok", (env.name, env.spec, env.num_envs)))
@@ -241,10 +244,8 @@ def _send_error(conn: Connection, error: BaseException) -> None:
         pickle.loads(pickle.dumps(error))
     except Exception:  # noqa: BLE001  (an exception that does not pickle back)
         error = RuntimeError(f"{type(error).__name__}: {first_line(error)}")
-    try:
+    with contextlib.suppress(OSError):  # the run's process is gone
         conn.send(("error", error))
-    except OSError:
-        pass
 
 
 def serve(fd: int) -> None:

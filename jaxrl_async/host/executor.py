@@ -50,20 +50,19 @@ import jax
 import numpy as np
 
 from jaxrl_async._xla_flags import host_cpu_dispatch
-from jaxrl_async.agents import make_agent
 from jaxrl_async.config.host_devices import host_learner_devices
 from jaxrl_async.config.loader import Config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host.actor import ActorPlan, Exchange, Trajectory, run_actor
+from jaxrl_async.host.actor_build import actor_env, actor_groups, actor_key, host_agent, made
 from jaxrl_async.host.actor_process import ActorProcess, relay
-from jaxrl_async.host.by_name import HOST_NAMES, make_run_env
-from jaxrl_async.host.groups import EnvGroups, Group, split_sizes
+from jaxrl_async.host.by_name import HOST_NAMES
+from jaxrl_async.host.groups import split_sizes
 from jaxrl_async.host.gymnasium_env import GymnasiumVecEnv
 from jaxrl_async.host.mesh_learn import mesh_learn, one_device
 from jaxrl_async.host.obs_norm import ObsStats, initial_stats, merge, stack
 from jaxrl_async.host.params import ParamStore
 from jaxrl_async.host.placement import host_devices, host_mesh
-from jaxrl_async.host.policy import ActorPolicy
 from jaxrl_async.host.processes import (
     agree,
     failed_elsewhere,
@@ -80,7 +79,7 @@ from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.host.stall import Doing, StallWatch
 from jaxrl_async.host.stopping import RunStop, get
 from jaxrl_async.pipeline.sharding import AXIS
-from jaxrl_async.types import Agent, BuildContext, LearnFn, Transition
+from jaxrl_async.types import Agent, LearnFn, Transition
 
 JOIN_SECONDS = 10.0  # how long the learner waits for each actor thread to end
 
@@ -89,8 +88,10 @@ def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
     """One host env per actor thread (`pipeline.actor_threads` a seed, for each of
     train.num_seeds) over its slice of `env.num_envs` (same-step autoreset, so that every
     step is a transition; observations masked by env.mask_obs, `by_name.make_run_env`),
-    its envs in pipeline.env_groups groups (`groups.py`). The config was validated when
-    loaded (`config._validate_host`): what the executor does not run is refused there."""
+    its envs in pipeline.env_groups groups (`groups.py`); with pipeline.actor_processes
+    each actor's envs are built in its own process, which stands in their place
+    (`actor_process.ActorProcess`). The config was validated when loaded
+    (`config._validate_host`): what the executor does not run is refused there."""
     if not config.env.host:
         raise ConfigError(f"env.name must be a host env ({HOST_NAMES}) for the host executor")
     host_devices(config)  # too few devices for the run: refused before any env is built
@@ -99,54 +100,19 @@ def make_actor_envs(config: Config) -> list[GymnasiumVecEnv]:
     sizes = split_sizes(local_envs, threads)
     sizes *= config.train.num_seeds  # each seed's own envs (`seeds.py`), seed by seed
     if config.pipeline.actor_processes:  # each actor's envs built in its own process
-        return _made(sizes, lambda size: ActorProcess(config, size))
-    return _made(sizes, lambda size: actor_env(config, size))
-
-
-def actor_env(config: Config, size: int):
-    """One actor's `size` envs: one host env, or with pipeline.env_groups G > 1 an
-    EnvGroups of G over consecutive slices (`groups.py`)."""
-    count = min(config.pipeline.env_groups, size)
-    if count == 1:
-        return make_run_env(config.env, size)
-    return EnvGroups(_made(split_sizes(size, count), lambda part: make_run_env(config.env, part)))
-
-
-def _made(sizes: list[int], make: Callable[[int], Any]) -> list:
-    """`make(size)` for each size in turn; should one fail, those made are closed."""
-    made: list = []
-    try:
-        for size in sizes:
-            made.append(make(size))
-    except Exception:
-        for env in made:
-            env.close()
-        raise
-    return made
+        return made(sizes, lambda size: ActorProcess(config, size))
+    return made(sizes, lambda size: actor_env(config, size))
 
 
 def make_host_agent(config: Config, spec) -> Agent:
-    """The agent of `config.agent` for envs of `spec`. On a learner mesh of several
-    devices it is built with axis_name=AXIS, so its `learn`, mapped over the mesh
-    (`mesh_learn.py`), averages over the devices as a JAX run's does; on one device with
-    no axis, so no collective is compiled. Its `act`, `init` and `greedy` run outside the
-    mesh, as a JAX run's evaluation runs its `greedy`: they reduce over no devices."""
+    """The agent of `config.agent` for envs of `spec` (`actor_build.host_agent`). On a
+    learner mesh of several devices it is built with axis_name=AXIS, so its `learn`,
+    mapped over the mesh (`mesh_learn.py`), averages over the devices as a JAX run's
+    does; on one device with no axis, so no collective is compiled. Its `act`, `init` and
+    `greedy` run outside the mesh, as a JAX run's evaluation runs its `greedy`: they
+    reduce over no devices."""
     axis_name = AXIS if host_learner_devices(config) > 1 else None
-    ctx = BuildContext(
-        spec, config.env.num_envs, config.pipeline.rollout_len, config.num_updates, axis_name
-    )
-    agent = make_agent(config.agent, ctx)
-    if agent.data not in ("trajectory", "replay"):
-        raise ConfigError(
-            f"host env {config.env.name}: agent {config.agent.name} learns from neither "
-            "trajectories nor a replay"
-        )
-    if config.env.normalize_obs and isinstance(spec.obs_shape, dict):
-        raise ConfigError(
-            f"env.normalize_obs=true needs an array observation; "
-            f"{config.env.name} observes a dict ({', '.join(spec.obs_shape)})"
-        )
-    return agent
+    return host_agent(config, spec, axis_name)
 
 
 class Learner(NamedTuple):
@@ -307,7 +273,8 @@ def start_actors(
     first_round: int,
     seeds: tuple[int, ...] | None = None,
 ) -> tuple[list[threading.Thread], list[queue.Queue], list[Doing]]:
-    """One daemon thread per env from `first_round` on, each with its own queue of
+    """One daemon thread per env from `first_round` on (an actor over it, or for an
+    actor process the relay to it, `actor_process.relay`), each with its own queue of
     lag + 1 trajectories and where it is (`stall.Doing`); seed-batched runs' (`seeds`)
     in turn, each run's actors with its seed's keys and resets."""
     threads, queues, doing = [], [], []
@@ -332,6 +299,8 @@ def start_actors(
         )
         q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
         doing.append(Doing())
+        target: Callable[..., None]
+        args: tuple
         if isinstance(env, ActorProcess):  # the child acts; this thread relays
             target, args = relay, (env, plan, exchange, q, doing[-1])
         else:
@@ -347,22 +316,6 @@ def start_actors(
     for thread in threads:
         thread.start()
     return threads, queues, doing
-
-
-def actor_key(config: Config, seed: int) -> jax.Array:
-    """The key an actor of the run of `seed` acts with (`policy.py` folds in its steps
-    and envs)."""
-    return jax.random.fold_in(jax.random.key(seed, impl=config.prng_impl), 1)
-
-
-def actor_groups(agent: Agent, key: jax.Array, plan: ActorPlan, parts: list) -> list[Group]:
-    """An actor's env groups, each with the policy compiled for its envs (their global
-    indices from the actor's first on)."""
-    groups, first = [], plan.first_env
-    for env in parts:
-        groups.append(Group(env, ActorPolicy(agent, key, first, env.num_envs, plan.num_envs)))
-        first += env.num_envs
-    return groups
 
 
 class Executor:
@@ -399,6 +352,7 @@ class Executor:
             agent, envs, config, self.exchange, self.start.round, self.seeds
         )
         names = [env.name for env in envs]
+        self.relayed = {k for k, env in enumerate(envs) if isinstance(env, ActorProcess)}
         self.watch = StallWatch(
             config.env.stall_seconds, names, doing, self.stop, warn or _on_stderr
         )
@@ -472,7 +426,7 @@ class Executor:
         self._closed = True
         self.stop.set()
         for k, thread in enumerate(self.threads):
-            if k not in self.stop.stuck:
+            if k not in self.stop.stuck or k in self.relayed:  # a relay is never stuck
                 thread.join(JOIN_SECONDS)
         self.stop.raise_failure()
 

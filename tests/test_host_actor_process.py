@@ -1,0 +1,205 @@
+"""Host actors in processes of their own (`pipeline.actor_processes`,
+`host/actor_process.py`): the run they train is the threads' run bit for bit (on-policy
+over two actors at lag 1 under observation statistics and env groups, recurrent,
+off-policy); an id the run's process registered builds in the children; an env that
+cannot be built or that fails mid-run ends the run in the threads' one line; a stall,
+a stop and Ctrl-C end the run and every child within seconds."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl_async import train
+from jaxrl_async.config.loader import load_config
+from jaxrl_async.errors import ConfigError
+from jaxrl_async.host import ActorError, train_host
+from jaxrl_async.host.stopping import ActorStalled
+from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
+from tests.helpers.cli import ROOT, subprocess_env
+from tests.helpers.host_runs import BOUND, CORRIDOR, SMALL, bounded, dqn_config
+
+PROCESSES = "pipeline.actor_processes=true"
+
+
+def ppo(*overrides: str):
+    return load_config(
+        "ppo_cartpole",
+        [f"env.name={CORRIDOR}", *SMALL, "env.num_envs=6", "train.total_steps=144", *overrides],
+    )
+
+
+def children() -> list[int]:
+    """The pids of this process's live child processes."""
+    pids: list[int] = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        pids += [int(p) for p in (task / "children").read_text().split()]
+    return [p for p in pids if _alive(p)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda *o: ppo(
+            "pipeline.lag=1",
+            "pipeline.actor_threads=2",
+            "pipeline.env_groups=2",
+            "env.normalize_obs=true",
+            *o,
+        ),
+        lambda *o: ppo("agent.memory=gru", "agent.memory_size=8", "pipeline.lag=1", *o),
+        lambda *o: dqn_config("env.num_envs=6", "pipeline.actor_threads=2", *o, rounds=6),
+    ],
+    ids=["ppo-2actors-lag1-groups-normalized", "gru", "dqn"],
+)
+def test_actor_processes_train_what_actor_threads_train(make):
+    threads, processes = train(make()), train(make(PROCESSES))
+    for x, y in zip(jax.tree.leaves(threads.state), jax.tree.leaves(processes.state), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for key in ("loss", "episode_return", "episodes"):
+        np.testing.assert_array_equal(threads.metrics[key], processes.metrics[key])
+    assert not children()
+
+
+def test_an_id_the_run_registered_builds_in_the_children():
+    """`gymnasium:HostCorridor-v0` is registered by a module this process imported, not
+    named in the env's name: the children build it from this process's registration."""
+    result = train_host(ppo("env.name=gymnasium:HostCorridor-v0", PROCESSES))
+    assert result["updates"] == 6 and result["actor_threads"] == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [
+        ("gymnasium:NoSuchEnv-v0", "NoSuchEnv-v0"),
+        ("gymnasium:tests.helpers.no_such_module:Env-v0", "cannot import"),
+    ],
+)
+def test_an_env_the_child_cannot_build_is_the_threads_config_error(name, line):
+    with pytest.raises(ConfigError, match=line) as threads:
+        train_host(ppo(f"env.name={name}"))
+    with pytest.raises(ConfigError) as processes:
+        train_host(ppo(f"env.name={name}", PROCESSES))
+    assert str(processes.value) == str(threads.value) and "\n" not in str(processes.value)
+    assert not children()
+
+
+def test_an_env_that_fails_mid_run_ends_the_run_in_the_threads_line():
+    config = ppo(
+        "env.name=gymnasium:tests.helpers.host_envs:HostFaulty-v0",
+        "env.kwargs.fail_at=10",
+        "train.total_steps=100000",
+        "pipeline.actor_threads=2",
+        PROCESSES,
+    )
+    start = time.perf_counter()
+    with pytest.raises(ActorError) as e:
+        bounded(lambda: train_host(config))
+    line = str(e.value)
+    assert re.fullmatch(
+        r"env gymnasium:tests\.helpers\.host_envs:HostFaulty-v0: actor \d raised "
+        r"RuntimeError: corridor broke at step 10",
+        line,
+    ), line
+    assert time.perf_counter() - start < BOUND
+    assert not children()
+
+
+def test_a_stalled_child_ends_the_run_and_is_killed():
+    """Actor 1's envs hang at their 40th step in its process, where nothing releases
+    them: the stall ends the run in one line, and closing the run kills the child."""
+    config = ppo(
+        "env.name=gymnasium:tests.helpers.host_envs:HostStalling-v0",
+        "env.num_envs=4",
+        "pipeline.actor_threads=2",
+        "env.kwargs.hang_at=40",
+        "env.kwargs.hang_seeds_from=2",
+        "env.stall_seconds=2",
+        "train.total_steps=100000",
+        PROCESSES,
+    )
+    with pytest.raises(ActorStalled, match=r"^actor 1 .* it has not finished its round"):
+        bounded(lambda: train_host(config, callbacks=[]), 60)
+    assert not children()
+
+
+def test_a_stop_ends_the_run_and_every_child():
+    stop, rounds = threading.Event(), []
+
+    def stop_at_five(record):
+        rounds.append(record)
+        if len(rounds) == 5:
+            stop.set()
+
+    config = ppo("pipeline.actor_threads=2", "train.total_steps=100000", PROCESSES)
+    result = bounded(lambda: train_host(config, callbacks=[stop_at_five], stop=stop))
+    assert result["stopped_early"] and result["rounds"] == 5
+    assert not children()
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_terminal_ends_the_run_and_its_children(tmp_path):
+    """SIGINT to the run's whole process group, as a terminal's Ctrl-C sends it: the run
+    saves and exits 130 within seconds, and no actor process outlives it."""
+    run = tmp_path / "run"
+    args = [
+        "ppo_cartpole",
+        f"env.name={CORRIDOR}",
+        *SMALL,
+        "pipeline.actor_threads=2",
+        PROCESSES,
+        "train.total_steps=1000000",
+        "train.log_every=640",
+    ]
+    cmd = [sys.executable, "-m", "jaxrl_async", "train", *args, "--run-dir", str(run)]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=subprocess_env(),
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "metrics.jsonl").is_file() or not (run / "metrics.jsonl").read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, "no record came"
+            time.sleep(0.2)
+        tasks = Path(f"/proc/{proc.pid}/task").iterdir()
+        actors = [int(p) for t in tasks for p in (t / "children").read_text().split()]
+        assert len(actors) == 2
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 15
+    assert "resume with: " in err.strip().splitlines()[-1]
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in actors) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in actors)
+
+
+def test_actor_processes_are_refused_for_a_jax_env_in_one_line():
+    with pytest.raises(ConfigError, match=r"^pipeline.actor_processes applies to host envs"):
+        load_config("ppo_cartpole", [PROCESSES])
