@@ -8,6 +8,8 @@ run's time went.
     python scripts/bench_host.py --lags 1 --groups 1,2            # env groups' overlap
     python scripts/bench_host.py --override env.num_envs=16 --json host.json
     python scripts/bench_host.py --lags 1 --cpu-dispatch inline,async  # JAX's CPU dispatch
+    python scripts/bench_host.py --config ppo_halfcheetah --variant "threads=" \
+        --variant "processes=pipeline.actor_processes=true;pipeline.actor_threads=2"
 
 Each round runs, in turn: the env's random loop (its `step` with sampled actions, the
 ceiling any trainer of that env can reach), then one training run per setting. Training
@@ -87,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=65_536, help="train.total_steps of each run")
     p.add_argument("--lags", default="0,1")
     p.add_argument("--groups", default="1", help="pipeline.env_groups values, e.g. 1,2")
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME=key=value;key=value: settings compared side by side (each a row per lag)",
+    )
     p.add_argument("--random-seconds", type=float, default=5.0)
     p.add_argument(
         "--cpu-dispatch",
@@ -99,10 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     dispatches = args.cpu_dispatch.split(",")
     if not set(dispatches) <= set(DISPATCH):
         p.error(f"--cpu-dispatch takes {', '.join(DISPATCH)}, got {args.cpu_dispatch}")
+    variants = dict(_variant(v) for v in args.variant) or {"": []}
     names = {
-        (lag, g, d): f"lag {lag}"
+        (lag, g, d, v): (f"{v}, " if v else "")
+        + f"lag {lag}"
         + ("" if groups == [1] else f", {g} env groups")
         + ("" if dispatches == ["inline"] else f", {d} dispatch")
+        for v in variants
         for d in dispatches
         for lag in lags
         for g in groups
@@ -113,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     programs = {
         "random loop": lambda _: {"sps": random_loop_sps(config.env, seconds, config.train.seed)}
     }
-    for (lag, g, d), name in names.items():
-        programs[name] = lambda _, lag=lag, g=g, d=d: train_in_child(
-            args.config, overrides, lag, g, d
+    for (lag, g, d, v), name in names.items():
+        programs[name] = lambda _, lag=lag, g=g, d=d, v=v: train_in_child(
+            args.config, [*overrides, *variants[v]], lag, g, d
         )
     runs = harness.interleave(programs, args.repeats)
     loop = (
@@ -128,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rows[0] += ["1", "-", "-", "-", "-", "-", "-", "-"]
     first = next(iter(names.values()))
-    for (lag, g, d), name in names.items():
+    for (lag, g, d, v), name in names.items():
         rs = runs[name]
         rows.append(
             [
@@ -141,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 harness.cell(harness.of(rs, "actor_round_seconds"), ".1f"),
                 harness.cell(harness.of(rs, "learn_seconds"), ".1f"),
                 "1" if name == first else harness.cell(harness.ratios(rs, runs[first]), ".2f"),
-                _of_bound(runs, name, None if lag == 0 else names.get((0, g, d))),
+                _of_bound(runs, name, None if lag == 0 else names.get((0, g, d, v))),
             ]
         )
     columns = ["run", "training SPS", "of the random loop", "actor env.step s"]
@@ -157,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         num_envs=config.env.num_envs,
         runs=runs,
     )
+
+
+def _variant(text: str) -> tuple[str, list[str]]:
+    """(name, overrides) of a --variant NAME=key=value;key=value (none after NAME=)."""
+    name, _, settings = text.partition("=")
+    return name, [s for s in settings.split(";") if s]
 
 
 def _of_bound(runs: dict, name: str, sequential: str | None) -> str:
