@@ -58,6 +58,7 @@ def host_plan(config: Config, platform: str | None) -> dict:
         "seeds": 1,
         "envs": config.env.num_envs,
         "actor_threads": threads,
+        "actor_processes": config.pipeline.actor_processes,
         "trajectory": [config.pipeline.rollout_len, config.env.num_envs],
         "rows_per_gradient_step": learner_rows(config),
     }

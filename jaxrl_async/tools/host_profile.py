@@ -43,6 +43,7 @@ def profile_host(config: Config, rounds: int, repeats: int) -> dict:
         "rollout_len": config.pipeline.rollout_len,
         "lag": config.pipeline.lag,
         "actor_threads": config.pipeline.actor_threads,
+        "actor_processes": config.pipeline.actor_processes,
         "sps": [r["sps"] for r in runs],
         "random_loop_sps": loops,
         "of_random_loop": [r["sps"] / loop for r, loop in zip(runs, loops)],
@@ -54,7 +55,7 @@ def profile_host(config: Config, rounds: int, repeats: int) -> dict:
 def host_table(rows: list[dict]) -> str:
     """Markdown: per config, SPS and each side's milliseconds a round (medians)."""
     lines = [
-        "| config | envs x steps | lag | actor threads | SPS | of the env's random loop "
+        "| config | envs x steps | lag | actors | SPS | of the env's random loop "
         "| env step | policy (dispatch) | actor round | learn | learner waits | overlap bound |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -63,10 +64,16 @@ def host_table(rows: list[dict]) -> str:
         sps, share = r["sps"], r["of_random_loop"]
         lines.append(
             f"| {r['config']} | {r['envs']} x {r['rollout_len']} | {r['lag']} | "
-            f"{r['actor_threads']} | {statistics.median(sps):,.0f} [{min(sps):,.0f}–"
+            f"{_actors(r)} | {statistics.median(sps):,.0f} [{min(sps):,.0f}–"
             f"{max(sps):,.0f}] | {statistics.median(share):.2f} [{min(share):.2f}–"
             f"{max(share):.2f}] | {ms['actor_env']:.3g} ms | {ms['actor_policy']:.3g} ms "
             f"({ms['actor_dispatch']:.3g}) | {ms['actor_round']:.3g} ms | "
             f"{ms['learn']:.3g} ms | {ms['learner_wait']:.3g} ms | {r['overlap_bound']:.2f}x |"
         )
     return "\n".join(lines)
+
+
+def _actors(row: dict) -> str:
+    """The actor cell: how many, threads or processes of their own."""
+    kind = "processes" if row.get("actor_processes") else "threads"
+    return f"{row['actor_threads']} {kind}"

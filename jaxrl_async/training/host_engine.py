@@ -199,6 +199,7 @@ class HostEngine:
         return {
             "updates": state.updates,
             "actor_threads": len(self.envs),
+            "actor_processes": self.config.pipeline.actor_processes,
             "lag": self.config.pipeline.lag,
             "policy_lag": stats.get("policy_lag"),
             "policy_lag_max": stats.get("policy_lag_max"),

@@ -77,6 +77,8 @@ class RunSummary:
     warnings: list[str]  # this session's (train.nan_policy=warn's divergence)
     # The host engine's own (training/host_engine.py, host/executor.py).
     actor_threads: int | None = field(default=None, metadata=HOST_ONLY)
+    # each actor in a process of its own (pipeline.actor_processes)
+    actor_processes: bool | None = field(default=None, metadata=HOST_ONLY)
     lag: int | None = field(default=None, metadata=HOST_ONLY)  # pipeline.lag
     policy_lag: float | None = field(
         default=None, metadata=HOST_ONLY
