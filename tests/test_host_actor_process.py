@@ -125,7 +125,8 @@ def test_an_env_that_fails_mid_run_ends_the_run_in_the_threads_line():
 
 def test_a_stalled_child_ends_the_run_and_is_killed():
     """Actor 1's envs hang at their 40th step in its process, where nothing releases
-    them: the stall ends the run in one line, and closing the run kills the child."""
+    them: the stall ends the run in one line saying where the child is stuck (as the
+    child marks it), and closing the run kills the child."""
     config = ppo(
         "env.name=gymnasium:tests.helpers.host_envs:HostStalling-v0",
         "env.num_envs=4",
@@ -136,7 +137,7 @@ def test_a_stalled_child_ends_the_run_and_is_killed():
         "train.total_steps=100000",
         PROCESSES,
     )
-    with pytest.raises(ActorStalled, match=r"^actor 1 .* it has not finished its round"):
+    with pytest.raises(ActorStalled, match=r"^actor 1 .* its env's step has not returned$"):
         bounded(lambda: train_host(config, callbacks=[]), 60)
     assert not children()
 

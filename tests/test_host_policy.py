@@ -46,7 +46,7 @@ def assert_same(a, b, exact: bool = True) -> None:
     [
         load_config("ppo_cartpole", [f"env.name={CORRIDOR}", *SMALL]),
         load_config("ppo_cartpole", [f"env.name={CORRIDOR}", *SMALL, "agent.memory=gru"]),
-        load_config("ppo_halfcheetah", ["env.num_envs=2"]),
+        load_config("ppo_halfcheetah", ["env.num_envs=2", "pipeline.actor_processes=false"]),
         dqn_config(),
     ],
     ids=["ppo", "gru", "gaussian", "dqn"],

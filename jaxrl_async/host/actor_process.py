@@ -48,7 +48,7 @@ import jax
 from jaxrl_async.errors import first_line
 from jaxrl_async.host.atari import is_atari
 from jaxrl_async.host.gymnasium_env import FACTORY_NAMESPACE, parse_name
-from jaxrl_async.host.stall import Doing
+from jaxrl_async.host.stall import SharedDoing
 from jaxrl_async.host.stopping import POLL, RunStop, put
 
 # How long `close` waits for the child to end before it is killed.
@@ -67,12 +67,16 @@ class ActorProcess:
         self._process = subprocess.Popen(command, pass_fds=[theirs.fileno()], env=environment)
         theirs.close()
         self.conn = Connection(ours.detach())
+        self.doing = SharedDoing()  # where the child's actor is, for the stall watch
         try:
-            self.conn.send((list(sys.path), config, size, _registered(config.env.name)))
+            registered = _registered(config.env.name)
+            self.conn.send((list(sys.path), config, size, registered, self.doing.path))
             self.name, self.spec, self.num_envs = self.reply()
         except BaseException:
             self.close()
             raise
+        finally:
+            self.doing.unlink()  # mapped on both sides by now, or never to be
 
     def reply(self, stop: RunStop | None = None) -> Any:
         """The child's next message; None once `stop` is set first (polled)."""
@@ -104,7 +108,7 @@ class ActorProcess:
             self._process.wait()
 
 
-def relay(child: ActorProcess, plan, exchange, out, doing: Doing) -> None:
+def relay(child: ActorProcess, plan, exchange, out) -> None:
     """The run's thread for an actor in `child`: the plan, then each round's parameters
     once published, and the child's trajectories into `out`, until the plan's last round,
     a stop or a failure (the child's, recorded as the run's). The child is ended however
@@ -159,7 +163,7 @@ def _receive(conn: Connection, store, stop: RunStop) -> None:
         stop.set()
 
 
-def _actor(conn: Connection, config, env) -> None:
+def _actor(conn: Connection, config, env, doing: SharedDoing) -> None:
     """The child's actor: the plan it is sent, then `run_actor` over `env`'s groups (which
     closes them), each round's trajectory sent back; a failure sent back as the run's
     line."""
@@ -182,7 +186,8 @@ def _actor(conn: Connection, config, env) -> None:
     store, stop = ParamStore(config.pipeline.lag, plan.first_round), RunStop()
     listener = threading.Thread(target=_receive, args=(conn, store, stop), daemon=True)
     listener.start()
-    run_actor(groups, plan, Exchange(store, stop), _Sender(conn), memory)  # type: ignore[arg-type]
+    exchange = Exchange(store, stop)
+    run_actor(groups, plan, exchange, _Sender(conn), memory, doing)  # type: ignore[arg-type]
     if stop.failure is not None:
         conn.send(("ok", stop.failure))
     listener.join()  # the pipe stays open until the run closes it
@@ -194,16 +199,17 @@ def _serve(conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     env = None
     try:
-        path, config, size, registered = conn.recv()
+        path, config, size, registered, doing = conn.recv()
         sys.path[:] = path  # the run's: a user's env module imports as it did there
         if registered is not None:
             _register(registered)
         from jaxrl_async.host.actor_build import actor_env
 
         env = actor_env(config, size)
+        where = SharedDoing(doing)
         conn.send(("ok", (env.name, env.spec, env.num_envs)))
         built, env = env, None  # `_actor` closes it
-        _actor(conn, config, built)
+        _actor(conn, config, built, where)
     except (EOFError, OSError):  # the run's process is gone: nothing to answer
         return
     except BaseException as e:  # noqa: BLE001  (building the envs: back to the run)

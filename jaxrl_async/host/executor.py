@@ -298,11 +298,11 @@ def start_actors(
             seed_index=None if seeds is None else run,
         )
         q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
-        doing.append(Doing())
+        doing.append(env.doing if isinstance(env, ActorProcess) else Doing())
         target: Callable[..., None]
         args: tuple
         if isinstance(env, ActorProcess):  # the child acts; this thread relays
-            target, args = relay, (env, plan, exchange, q, doing[-1])
+            target, args = relay, (env, plan, exchange, q)
         else:
             groups = actor_groups(
                 agent, actor_key(config, seed), plan, getattr(env, "parts", [env])

@@ -18,6 +18,10 @@ it sees the stop and ends. Time counts while the learner polls, a poll counting 
 
 from __future__ import annotations
 
+import contextlib
+import mmap
+import os
+import tempfile
 from collections.abc import Callable, Sequence
 
 from jaxrl_async.host.stopping import ActorStalled, RunStop
@@ -43,6 +47,37 @@ class Doing:
 
     def __init__(self) -> None:
         self.now = "round"
+
+
+class SharedDoing(Doing):
+    """Where an actor process is (`actor_process.py`), as a `Doing` on both sides: one
+    byte of a file that the run's process and the child both map, written by the child's
+    actor and read by the run's stall watch. `SharedDoing()` makes the file; the child
+    maps it by `path`, after which the run removes it (`unlink`): the maps stay."""
+
+    __slots__ = ("_map", "path")
+    PLACES = ("round", "reset", "policy", "step")
+
+    def __init__(self, path: str | None = None):
+        if path is None:
+            handle, path = tempfile.mkstemp(prefix="jaxrl-async-actor-")
+            os.write(handle, bytes(1))
+            os.close(handle)
+        self.path = path
+        with open(path, "r+b") as f:
+            self._map = mmap.mmap(f.fileno(), 1)
+
+    @property
+    def now(self) -> str:
+        return self.PLACES[self._map[0]]
+
+    @now.setter
+    def now(self, place: str) -> None:
+        self._map[0] = self.PLACES.index(place)
+
+    def unlink(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
 
 
 class StallWatch:
