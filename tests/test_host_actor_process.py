@@ -39,12 +39,19 @@ def ppo(*overrides: str):
     )
 
 
-def children() -> list[int]:
-    """The pids of this process's live child processes."""
+def children(pid: int | None = None) -> list[int]:
+    """The pids of the live actor processes of process `pid` (default: this one)."""
     pids: list[int] = []
-    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+    for task in Path(f"/proc/{pid or os.getpid()}/task").iterdir():
         pids += [int(p) for p in (task / "children").read_text().split()]
-    return [p for p in pids if _alive(p)]
+    return [p for p in pids if _alive(p) and _is_actor(p)]
+
+
+def _is_actor(pid: int) -> bool:
+    try:
+        return b"jaxrl_async.host.actor_process" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
 
 
 def _alive(pid: int) -> bool:
@@ -184,8 +191,7 @@ def test_ctrl_c_in_a_terminal_ends_the_run_and_its_children(tmp_path):
         while not (run / "metrics.jsonl").is_file() or not (run / "metrics.jsonl").read_text():
             assert proc.poll() is None and time.monotonic() < deadline, "no record came"
             time.sleep(0.2)
-        tasks = Path(f"/proc/{proc.pid}/task").iterdir()
-        actors = [int(p) for t in tasks for p in (t / "children").read_text().split()]
+        actors = children(proc.pid)
         assert len(actors) == 2
         sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
