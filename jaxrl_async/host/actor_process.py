@@ -9,24 +9,27 @@ steps and acts at the speed it has alone, and the learner keeps its own interpre
 Sample Factory's and cleanba's rollout workers.
 
 `ActorProcess(config, size)` starts the child, which builds the actor's `size` envs
-(`executor.actor_env`: the envs, env groups and masks a thread would have) and answers
+(`actor_build.actor_env`: the envs, env groups and masks a thread would have) and answers
 their name, spec and count: in the run's process it stands where the actor's env would.
-`relay` is the run's actor thread for it: it sends the child the plan (`ActorPlan`,
-`begin`), then each round's parameters once the learner publishes their slot
-(`params.ParamStore`) and hands each trajectory the child returns to the learner's queue.
-The child runs `actor.run_actor` itself, over a ParamStore of its own that the run's
-parameters fill, so a round is acted exactly as a thread acts it: the same envs, resets,
-keys and parameter versions, and with JAX on the CPU on both sides, the same actions bit
-for bit. The child's JAX runs on the CPU (a run's policy on an accelerator stays in an
-actor thread) and computes inline, as a host run's actor threads do (`_xla_flags.py`).
+`relay` is the run's actor thread for it: it sends the child the plan (`ActorPlan`),
+then each round's parameters once the learner publishes their slot (`params.ParamStore`),
+and hands each trajectory the child returns to the learner's queue. The child runs
+`actor.run_actor` itself, over a ParamStore of its own that the run's parameters fill,
+so a round is acted exactly as a thread acts it: the same envs, resets, keys and
+parameter versions, and with JAX on the CPU on both sides, the same actions bit for bit.
+The child's JAX runs on the CPU (a run's policy on an accelerator stays in an actor
+thread) and computes inline, as a host run's actor threads do (`_xla_flags.py`). Where
+the child's actor is (reset, policy, step) is one byte both processes map
+(`stall.SharedDoing`), so the stall watch names where a stuck child is.
 
-The child is started with the interpreter the run uses (`python -m` of this module: a
-fresh process, not a fork of one whose JAX threads hold locks, and no re-import of the
-user's main module), with the run's `sys.path`. It ignores Ctrl-C: the run's process
-stops the run and ends its children. It ends when the run sends stop or its pipe closes,
-however the run's process ends. Errors come back as what a thread would have raised: one
-building the envs as its exception (a ConfigError stays one), one in a round as the
-run's ActorError line.
+The child is a fresh interpreter running `serve` (`python -c`: not a fork of a process
+whose JAX threads hold locks, and no re-import of the user's main module, as
+multiprocessing's spawn would do), with the run's `sys.path` and, for a `gymnasium:<id>`
+the run's process registered, that registration. It ignores Ctrl-C: the run's process
+stops the run and ends its children. It ends when the run closes its pipe, however the
+run's process ends; one stuck in an env's step is killed. Errors come back as what a
+thread would have raised: one building the envs as its exception (a ConfigError stays
+one), one in a round as the run's ActorError line.
 """
 
 from __future__ import annotations
