@@ -11,9 +11,10 @@ Sample Factory's and cleanba's rollout workers.
 `ActorProcess(config, size)` starts the child, which builds the actor's `size` envs
 (`actor_build.actor_env`: the envs, env groups and masks a thread would have) and answers
 their name, spec and count: in the run's process it stands where the actor's env would.
-`relay` is the run's actor thread for it: it sends the child the plan (`ActorPlan`),
-then each round's parameters once the learner publishes their slot (`params.ParamStore`),
-and hands each trajectory the child returns to the learner's queue. The child runs
+`relay` is the run's actor thread for it: it sends the child the plan (`ActorPlan`)
+and hands each trajectory the child returns to the learner's queue, while a thread of
+its own sends each round's parameters the moment the learner publishes their slot
+(`params.ParamStore`). The child runs
 `actor.run_actor` itself, over a ParamStore of its own that the run's parameters fill,
 so a round is acted exactly as a thread acts it: the same envs, resets, keys and
 parameter versions, and with JAX on the CPU on both sides, the same actions bit for bit.
@@ -112,23 +113,19 @@ class ActorProcess:
 
 
 def relay(child: ActorProcess, plan, exchange, out) -> None:
-    """The run's thread for an actor in `child`: the plan, then each round's parameters
-    once published, and the child's trajectories into `out`, until the plan's last round,
-    a stop or a failure (the child's, recorded as the run's). The child is ended however
-    the thread ends; the thread itself never blocks for longer than a poll, so the run
-    joins it even where its child is stuck."""
-    store, stop = exchange
+    """The run's thread for an actor in `child`: the plan, then the child's trajectories
+    into `out` (each round's parameters go to the child as the learner publishes them,
+    `_push`), until the plan's last round, a stop or a failure (the child's, recorded as
+    the run's). The child is ended however the thread ends; the thread itself never
+    blocks for longer than a poll, so the run joins it even where its child is stuck."""
+    stop = exchange.stop
     try:
         child.send(plan._replace(device=None))
-        sent = -1
-        for i in range(plan.first_round, plan.rounds):
-            slot = store.slot_of(i)
-            if slot > sent:
-                published = store.wait(slot, stop)
-                if published is None:
-                    return
-                child.send((slot, *jax.device_get(tuple(published))))
-                sent = slot
+        name = f"host-actor-{plan.actor}-params"
+        pusher = threading.Thread(target=_push, args=(child, plan, exchange), name=name)
+        pusher.daemon = True
+        pusher.start()
+        for _ in range(plan.first_round, plan.rounds):
             handed = child.reply(stop)
             if handed is None:
                 return
@@ -142,6 +139,23 @@ def relay(child: ActorProcess, plan, exchange, out) -> None:
             stop.fail(child.name, plan.actor, e)
     finally:
         child.close(stuck=plan.actor in stop.stuck)
+
+
+def _push(child: ActorProcess, plan, exchange) -> None:
+    """Every parameter slot the child's rounds act with, sent as soon as the learner
+    publishes it: at lag >= 1 the next round's are in the child before its round ends,
+    so it goes on without waiting for the run to take its trajectory first."""
+    store, stop = exchange
+    slots = sorted({store.slot_of(i) for i in range(plan.first_round, plan.rounds)})
+    try:
+        for slot in slots:
+            published = store.wait(slot, stop)
+            if published is None:
+                return
+            child.send((slot, *jax.device_get(tuple(published))))
+    except Exception as e:  # noqa: BLE001  (a pipe the relay closed, or broken: one line)
+        if not stop.is_set():
+            stop.fail(child.name, plan.actor, e)
 
 
 class _Sender:
