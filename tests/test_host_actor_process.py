@@ -20,7 +20,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_async import train
+from jaxrl_async import resume, train
 from jaxrl_async.config.loader import load_config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host import ActorError, train_host
@@ -83,6 +83,23 @@ def test_actor_processes_train_what_actor_threads_train(make):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     for key in ("loss", "episode_return", "episodes"):
         np.testing.assert_array_equal(threads.metrics[key], processes.metrics[key])
+    assert not children()
+
+
+def test_a_resumed_run_of_actor_processes_is_the_threads_resumed_run(tmp_path):
+    """A run checkpointed at 48 steps and resumed to 144: the children start at the
+    resumed round, from its parameters, with the threads' fresh resets."""
+    ends = []
+    for processes in ("false", "true"):
+        run = tmp_path / processes
+        overrides = ["pipeline.lag=1", "train.total_steps=48", "checkpoint.every=24"]
+        train(ppo(*overrides, f"pipeline.actor_processes={processes}"), run_dir=run)
+        ends.append(resume(run, ["train.total_steps=144"]))
+    threads, processes = ends
+    assert processes.summary["resumed_from"] == 48 and processes.summary["actor_processes"]
+    for x, y in zip(jax.tree.leaves(threads.state), jax.tree.leaves(processes.state), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    np.testing.assert_array_equal(threads.metrics["loss"], processes.metrics["loss"])
     assert not children()
 
 
