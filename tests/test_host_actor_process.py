@@ -25,7 +25,7 @@ from jaxrl_async.config.loader import load_config
 from jaxrl_async.errors import ConfigError
 from jaxrl_async.host import ActorError, train_host
 from jaxrl_async.host.stopping import ActorStalled
-from tests.helpers import host_envs  # noqa: F401  (registers the corridor envs)
+from tests.helpers import host_envs  # registers the corridor envs
 from tests.helpers.cli import ROOT, subprocess_env
 from tests.helpers.host_runs import BOUND, CORRIDOR, SMALL, bounded, dqn_config
 
@@ -124,6 +124,13 @@ def test_an_env_the_child_cannot_build_is_the_threads_config_error(name, line):
         train_host(ppo(f"env.name={name}", PROCESSES))
     assert str(processes.value) == str(threads.value) and "\n" not in str(processes.value)
     assert not children()
+
+
+def test_a_factory_no_other_process_can_import_is_refused_in_one_line():
+    config = ppo("env.name=gymnasium:CartPole-v1", PROCESSES)
+    with pytest.raises(ConfigError, match=r"set pipeline.actor_processes=false$") as e:
+        train(config, env=lambda: host_envs.Corridor())
+    assert "\n" not in str(e.value) and not children()
 
 
 def test_an_env_that_fails_mid_run_ends_the_run_in_the_threads_line():

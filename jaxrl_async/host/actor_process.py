@@ -49,7 +49,7 @@ from typing import Any
 import gymnasium
 import jax
 
-from jaxrl_async.errors import first_line
+from jaxrl_async.errors import ConfigError, first_line
 from jaxrl_async.host.atari import is_atari
 from jaxrl_async.host.gymnasium_env import FACTORY_NAMESPACE, parse_name
 from jaxrl_async.host.stall import SharedDoing
@@ -64,6 +64,7 @@ class ActorProcess:
     `spec` and `num_envs`, and `close`."""
 
     def __init__(self, config, size: int):
+        _check_importable(config.env.name)
         ours, theirs = socket.socketpair()
         entry = f"from {__name__} import serve; serve({theirs.fileno()})"
         command = [sys.executable, "-c", entry]
@@ -235,6 +236,18 @@ def _serve(conn: Connection) -> None:
         if env is not None:
             env.close()
         conn.close()
+
+
+def _check_importable(name: str) -> None:
+    """A one-line ConfigError for an env a child cannot build: a factory passed as env=
+    that only this process knows (`gymnasium_env.factory_name`)."""
+    if name.startswith(f"gymnasium:{FACTORY_NAMESPACE}/"):
+        raise ConfigError(
+            f"env.name={name!r}: pipeline.actor_processes builds the envs in other "
+            "processes, which cannot import this factory (a lambda, a local function, one "
+            "of __main__): define it at a module's top level, or set "
+            "pipeline.actor_processes=false"
+        )
 
 
 def _registered(name: str) -> Any:
