@@ -270,4 +270,4 @@ def test_bench_profile_of_a_host_config_times_both_sides():
     assert all(env + policy < whole for env, policy, whole in parts)
     assert 1.0 <= row["overlap_bound"] <= 2.0
     assert len(row["random_loop_sps"]) == 2 and all(0 < x < 1 for x in row["of_random_loop"])
-    assert "| ppo_cartpole | 4 x 4 | 1 | 1 threads |" in host_table([row])
+    assert "| ppo_cartpole | 4 x 4 | 1 | 1 actor thread |" in host_table([row])

@@ -15,6 +15,7 @@ import dataclasses
 import statistics
 
 from jaxrl_async.config.loader import Config
+from jaxrl_async.tools.plan import actors_words
 
 # Seconds of the env's own random loop measured beside each training run.
 RANDOM_SECONDS = 2.0
@@ -62,18 +63,13 @@ def host_table(rows: list[dict]) -> str:
     for r in rows:
         ms = {k: 1e3 * statistics.median(v) for k, v in r["seconds_per_round"].items()}
         sps, share = r["sps"], r["of_random_loop"]
+        actors = actors_words(r["actor_threads"], r["actor_processes"])
         lines.append(
             f"| {r['config']} | {r['envs']} x {r['rollout_len']} | {r['lag']} | "
-            f"{_actors(r)} | {statistics.median(sps):,.0f} [{min(sps):,.0f}–"
+            f"{actors} | {statistics.median(sps):,.0f} [{min(sps):,.0f}–"
             f"{max(sps):,.0f}] | {statistics.median(share):.2f} [{min(share):.2f}–"
             f"{max(share):.2f}] | {ms['actor_env']:.3g} ms | {ms['actor_policy']:.3g} ms "
             f"({ms['actor_dispatch']:.3g}) | {ms['actor_round']:.3g} ms | "
             f"{ms['learn']:.3g} ms | {ms['learner_wait']:.3g} ms | {r['overlap_bound']:.2f}x |"
         )
     return "\n".join(lines)
-
-
-def _actors(row: dict) -> str:
-    """The actor cell: how many, threads or processes of their own."""
-    kind = "processes" if row.get("actor_processes") else "threads"
-    return f"{row['actor_threads']} {kind}"

@@ -111,9 +111,18 @@ def format_plan(plan: dict) -> str:
 def _batch_words(b: dict) -> list[str]:
     words = [f"{b['envs']:,} envs", f"trajectory [{b['trajectory'][0]}, {b['trajectory'][1]}]"]
     words.append(f"{b['rows_per_gradient_step']:,} rows per gradient step")
+    if "actor_threads" in b:  # a host env's actors: threads, or processes of their own
+        words.append(actors_words(b["actor_threads"], b.get("actor_processes", False)))
     if "replay_capacity" in b:
         words.append(f"replay {b['replay_capacity']:,} transitions, batch {b['replay_batch']:,}")
     return words
+
+
+def actors_words(count: int, processes: bool) -> str:
+    """A host run's actors in words: "1 actor thread", "2 actor processes"."""
+    if processes:
+        return f"{count} actor process{'' if count == 1 else 'es'}"
+    return f"{count} actor thread{'' if count == 1 else 's'}"
 
 
 def _export_lines(export: dict | None) -> list[str]:
