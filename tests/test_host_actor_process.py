@@ -1,9 +1,10 @@
 """Host actors in processes of their own (`pipeline.actor_processes`,
 `host/actor_process.py`): the run they train is the threads' run bit for bit (on-policy
 over two actors at lag 1 under observation statistics and env groups, recurrent,
-off-policy); an id the run's process registered builds in the children; an env that
-cannot be built or that fails mid-run ends the run in the threads' one line; a stall,
-a stop and Ctrl-C end the run and every child within seconds."""
+off-policy, two seeds side by side, resumed); an id the run's process registered builds
+in the children; an env that cannot be built or that fails mid-run ends the run in the
+threads' one line, a factory no child can import in one of its own; a stall, a stop and
+Ctrl-C end the run and every child within seconds."""
 
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ def _alive(pid: int) -> bool:
         ),
         lambda *o: ppo("agent.memory=gru", "agent.memory_size=8", "pipeline.lag=1", *o),
         lambda *o: dqn_config("env.num_envs=6", "pipeline.actor_threads=2", *o, rounds=6),
+        lambda *o: ppo("train.num_seeds=2", "env.normalize_obs=true", "pipeline.lag=1", *o),
     ],
-    ids=["ppo-2actors-lag1-groups-normalized", "gru", "dqn"],
+    ids=["ppo-2actors-lag1-groups-normalized", "gru", "dqn", "2seeds-normalized"],
 )
 def test_actor_processes_train_what_actor_threads_train(make):
     threads, processes = train(make()), train(make(PROCESSES))
