@@ -67,12 +67,12 @@ def actor_groups(agent: Agent, key: jax.Array, plan: ActorPlan, parts: list) -> 
 
 def made(sizes: list[int], make: Callable[[int], Any]) -> list:
     """`make(size)` for each size in turn; should one fail, those made are closed."""
-    made: list = []
+    built: list = []
     try:
         for size in sizes:
-            made.append(make(size))
+            built.append(make(size))
     except Exception:
-        for env in made:
+        for env in built:
             env.close()
         raise
-    return made
+    return built

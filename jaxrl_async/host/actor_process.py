@@ -254,14 +254,12 @@ def _registered(name: str) -> Any:
     """The Gymnasium EnvSpec the run's process registered for the id of `name`
     (`gymnasium:<id>`, registered by a module the user imported), where it can be sent;
     None for other names (a module in the name registers its ids in the child too; ale-py
-    registers its own; a factory of this process only is refused there in one line)."""
+    registers its own; a factory of this process only was refused, `_check_importable`)."""
     if name.partition(":")[0] != "gymnasium":
         return None
     module, env_id = parse_name(name)
     spec = gymnasium.envs.registration.registry.get(env_id)
     if module is not None or spec is None or is_atari(env_id):
-        return None
-    if env_id.startswith(f"{FACTORY_NAMESPACE}/"):
         return None
     try:
         return pickle.loads(pickle.dumps(spec))

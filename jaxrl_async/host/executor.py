@@ -277,7 +277,9 @@ def start_actors(
     actor process the relay to it, `actor_process.relay`), each with its own queue of
     lag + 1 trajectories and where it is (`stall.Doing`); seed-batched runs' (`seeds`)
     in turn, each run's actors with its seed's keys and resets."""
-    threads, queues, doing = [], [], []
+    threads: list[threading.Thread] = []
+    queues: list[queue.Queue] = []
+    doing: list[Doing] = []
     process_first, _ = process_envs(config)  # this process's envs' global indices
     per_run = len(envs) if seeds is None else len(envs) // len(seeds)
     first_env = process_first
@@ -298,12 +300,13 @@ def start_actors(
             seed_index=None if seeds is None else run,
         )
         q: queue.Queue = queue.Queue(maxsize=config.pipeline.lag + 1)
-        doing.append(env.doing if isinstance(env, ActorProcess) else Doing())
         target: Callable[..., None]
         args: tuple
-        if isinstance(env, ActorProcess):  # the child acts; this thread relays
+        if isinstance(env, ActorProcess):  # the child acts and marks where; this relays
+            doing.append(env.doing)
             target, args = relay, (env, plan, exchange, q)
         else:
+            doing.append(Doing())
             groups = actor_groups(
                 agent, actor_key(config, seed), plan, getattr(env, "parts", [env])
             )

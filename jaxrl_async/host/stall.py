@@ -23,6 +23,7 @@ import mmap
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from jaxrl_async.host.stopping import ActorStalled, RunStop
 
@@ -56,7 +57,8 @@ class SharedDoing(Doing):
     maps it by `path`, after which the run removes it (`unlink`): the maps stay."""
 
     __slots__ = ("_map", "path")
-    PLACES = ("round", "reset", "policy", "step")
+    PLACES: ClassVar = ("round", "reset", "policy", "step")
+    _CODES: ClassVar = {place: code for code, place in enumerate(PLACES)}  # set each step
 
     def __init__(self, path: str | None = None):
         if path is None:
@@ -73,7 +75,7 @@ class SharedDoing(Doing):
 
     @now.setter
     def now(self, place: str) -> None:
-        self._map[0] = self.PLACES.index(place)
+        self._map[0] = self._CODES[place]
 
     def unlink(self) -> None:
         with contextlib.suppress(FileNotFoundError):
