@@ -19,9 +19,12 @@ in env.step, in the policy (dispatching its calls, and waiting for their results
 compute and transfer, `host/groups.py`'s ActorSeconds) and in its rounds in all. At lag
 0 the two sides take turns, so a round costs their sum; at lag >= 1 they overlap, so the
 speedup over lag 0 is bounded by (actor + learner) / max(actor, learner), measured at lag
-0 in the same round: "of the overlap bound" is the speedup over that bound. Medians with
-min and max over the rounds; `python scripts/harness.py table` puts --json's table into
-docs/performance.json.
+0 in the same round: "of the overlap bound" is the speedup over that bound. That bound
+gives each side a core of its own; the CPU sets another: "cores busy" is the CPU seconds
+of the run's processes (its actor processes too) per second, and "CPU bound" the SPS at
+which its CPU per step would keep every core busy, as a share of the random loop
+(`jaxrl_async/host/round_times.py`). Medians with min and max over the rounds;
+`python scripts/harness.py table` puts --json's table into docs/performance.json.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ def train_once(name: str, overrides: list[str], lag: int, groups: int = 1) -> di
     keys = ("sps", "final_return", "policy_lag", "learner_wait_seconds", "learn_seconds")
     keys += ("actor_env_seconds", "actor_policy_seconds", "actor_dispatch_seconds")
     keys += ("actor_round_seconds",)
+    keys += ("cores_busy", "cores", "cpu_bound_sps")
     keys += ("train_seconds", "env_steps")
     return {k: result[k] for k in keys}
 
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         [f"random loop ({loop}, no policy)", harness.cell(harness.of(runs["random loop"], "sps"))]
     ]
-    rows[0] += ["1", "-", "-", "-", "-", "-", "-", "-"]
+    rows[0] += ["1", "-", "-", "-", "-", "-", "-", "-", "-", "-"]
     first = next(iter(names.values()))
     for (lag, g, d, v), name in names.items():
         rs = runs[name]
@@ -153,11 +157,14 @@ def main(argv: list[str] | None = None) -> int:
                 harness.cell(harness.of(rs, "learn_seconds"), ".1f"),
                 "1" if name == first else harness.cell(harness.ratios(rs, runs[first]), ".2f"),
                 _of_bound(runs, name, None if lag == 0 else names.get((0, g, d, v))),
+                harness.cell(harness.of(rs, "cores_busy"), ".2f"),
+                harness.cell(_cpu_bound_shares(rs, runs["random loop"]), ".2f"),
             ]
         )
     columns = ["run", "training SPS", "of the random loop", "actor env.step s"]
     columns += ["policy dispatch s", "policy results s", "actor round s", "learner learn s"]
     columns += [f"ratio to {first}", "of the overlap bound"]
+    columns += [f"cores busy (of {runs[first][0]['cores']})", "CPU bound, of the random loop"]
     return harness.report(
         __file__,
         argv,
@@ -168,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
         num_envs=config.env.num_envs,
         runs=runs,
     )
+
+
+def _cpu_bound_shares(runs: list[dict], loops: list[dict]) -> list[float]:
+    """Each run's CPU bound (the SPS at which its CPU per step fills every core) as a
+    share of its round's random loop: the most any overlap could reach on this machine."""
+    return [r["cpu_bound_sps"] / loop["sps"] for r, loop in zip(runs, loops, strict=True)]
 
 
 def _variant(text: str) -> tuple[str, list[str]]:

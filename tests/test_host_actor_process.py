@@ -239,3 +239,22 @@ def test_ctrl_c_in_a_terminal_ends_the_run_and_its_children(tmp_path):
 def test_actor_processes_are_refused_for_a_jax_env_in_one_line():
     with pytest.raises(ConfigError, match=r"^pipeline.actor_processes applies to host envs"):
         load_config("ppo_cartpole", [PROCESSES])
+
+
+@pytest.mark.parametrize("processes", ["false", "true"])
+def test_the_cpu_figures_count_what_the_actors_spend_in_threads_or_processes(processes):
+    """Two actors whose envs each spend 2 ms of CPU a step: the run's CPU (what its
+    cores_busy and cpu_bound_sps say, `host/round_times.py`) holds at least all of it,
+    whether the actors are threads of the run's process or processes of their own (whose
+    CPU they report with each round)."""
+    busy = "gymnasium:tests.helpers.host_envs:HostBusy-v0"
+    overrides = ["pipeline.actor_threads=2", "pipeline.lag=1", "train.total_steps=144"]
+    overrides += [f"pipeline.actor_processes={processes}", "env.kwargs={cpu_seconds: 0.002}"]
+    config = ppo(*overrides, f"env.name={busy}")
+    summary = train(config).summary
+    # the rounds after the first (whose compiles the figures leave out)
+    steps, cores = summary["env_steps"] - config.batch_size, summary["cores"]
+    assert cores >= 1 and 0 < summary["cores_busy"] <= cores + 0.5
+    cpu = steps * cores / summary["cpu_bound_sps"]  # the timed rounds' CPU seconds
+    assert cpu >= steps * 0.002, (cpu, summary)
+    assert not children()

@@ -254,9 +254,10 @@ def test_ppo_learns_a_users_own_gymnasium_env_named_by_module_and_id():
 def test_bench_profile_of_a_host_config_times_both_sides():
     """`bench --profile` on a host config: the executor's own times a round (actor env
     step and policy, its dispatch among it, the actor's whole round holding both, learner
-    learn and wait), each positive, the overlap bound, and the SPS against the env's own
+    learn and wait), each positive, the overlap bound, the SPS against the env's own
     random loop measured beside each run (far faster than training: no policy, no
-    learner)."""
+    learner), and the CPU: the cores the run kept busy, and its CPU bound, which no
+    faster run can pass (above what it reached)."""
     from jaxrl_async.tools.host_profile import host_table, profile_host
 
     config = load_config("ppo_cartpole", [*corridor_args()[1:], "pipeline.lag=1"])
@@ -270,4 +271,11 @@ def test_bench_profile_of_a_host_config_times_both_sides():
     assert all(env + policy < whole for env, policy, whole in parts)
     assert 1.0 <= row["overlap_bound"] <= 2.0
     assert len(row["random_loop_sps"]) == 2 and all(0 < x < 1 for x in row["of_random_loop"])
-    assert "| ppo_cartpole | 4 x 4 | 1 | 1 actor thread |" in host_table([row])
+    assert all(0 < busy <= row["cores"] + 0.5 for busy in row["cores_busy"])
+    bounds = zip(row["of_random_loop"], row["cpu_bound_of_random_loop"], row["cores_busy"])
+    # the CPU bound over what the run reached is the cores over those it kept busy
+    for reached, bound, busy in bounds:
+        assert bound == pytest.approx(reached * row["cores"] / busy, rel=0.05)
+    table = host_table([row])
+    assert "| ppo_cartpole | 4 x 4 | 1 | 1 actor thread |" in table
+    assert f"of {row['cores']} |" in table

@@ -52,6 +52,9 @@ class Trajectory(NamedTuple):
     obs_moments: ObsStats | None = None  # env.normalize_obs: of the raw observations acted on
     # the actor's whole round: env, policy, and building the trajectory and its episodes
     round_seconds: float = 0.0
+    # An actor process's CPU seconds since its last round (its whole process, every
+    # thread: `actor_process.py`); 0 for an actor thread, whose CPU is the run's process's.
+    cpu_seconds: float = 0.0
 
 
 class ActorPlan(NamedTuple):

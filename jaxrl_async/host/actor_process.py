@@ -43,6 +43,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -160,13 +161,18 @@ def _push(child: ActorProcess, plan, exchange) -> None:
 
 
 class _Sender:
-    """The child's side of `out`: each trajectory sent to the run as it is put."""
+    """The child's side of `out`: each trajectory sent to the run as it is put, with the
+    CPU seconds this process spent since the last (`Trajectory.cpu_seconds`: the run
+    counts its own process's CPU, not its children's)."""
 
     def __init__(self, conn: Connection):
         self.conn = conn
+        self.cpu = time.process_time()
 
     def put(self, item, timeout=None) -> None:
-        self.conn.send(("ok", item))
+        now = time.process_time()
+        self.conn.send(("ok", item._replace(cpu_seconds=now - self.cpu)))
+        self.cpu = now
 
 
 def _receive(conn: Connection, store, stop: RunStop) -> None:

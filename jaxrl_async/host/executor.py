@@ -388,9 +388,11 @@ class Executor:
         self.exchange.store.publish(r + 1, params, progress.updates, progress.obs_stats)
         jax.block_until_ready(progress.state)
         if self.lags:  # the first round, its compiles included, is compile_seconds
-            self.times.add(learning - waited, time.perf_counter() - learning, record)
+            learned = time.perf_counter() - learning
+            cpu = sum(p.cpu_seconds for p in parts)  # the actor processes' (0: threads)
+            self.times.add(learning - waited, learned, record, cpu)
         else:
-            self.times.first_done = time.perf_counter()
+            self.times.first_round_done()
         self.lags.append(metrics["policy_lag"])
         record = {**record, **metrics, "updates": progress.updates}
         return progress, record
@@ -415,7 +417,7 @@ class Executor:
         lags = self.lags
         return {
             "rounds": len(lags),
-            **self.times.stats(len(lags), self.batch),
+            **self.times.stats(len(lags), self.batch, self.batch // processes()),
             "policy_lag": float(np.mean(lags)) if lags else math.nan,
             "policy_lag_max": float(np.max(lags)) if lags else math.nan,
         }

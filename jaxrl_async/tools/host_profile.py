@@ -7,6 +7,10 @@ the learner's time learning and waiting for rounds.
 Each repeat trains `rounds` rounds of the config; the bound on what overlapping actor
 and learner can win (lag >= 1 against lag 0) is (actor + learner) / max(actor, learner),
 the actor's whole round (env, policy and its own work) against the learner's learning.
+That bound gives each side a core of its own; the CPU's is the other bound
+(`host/round_times.py`): the cores the run keeps busy, of those it may use, and the SPS
+at which its CPU per step would fill them, as a share of the random loop: where that
+share is below the loop's, no overlap or actor count reaches the loop on this machine.
 """
 
 from __future__ import annotations
@@ -50,6 +54,9 @@ def profile_host(config: Config, rounds: int, repeats: int) -> dict:
         "of_random_loop": [r["sps"] / loop for r, loop in zip(runs, loops)],
         "seconds_per_round": per_round,
         "overlap_bound": (actor + learner) / max(actor, learner, 1e-12),
+        "cores": runs[0]["cores"],
+        "cores_busy": [r["cores_busy"] for r in runs],
+        "cpu_bound_of_random_loop": [r["cpu_bound_sps"] / x for r, x in zip(runs, loops)],
     }
 
 
@@ -57,19 +64,34 @@ def host_table(rows: list[dict]) -> str:
     """Markdown: per config, SPS and each side's milliseconds a round (medians)."""
     lines = [
         "| config | envs x steps | lag | actors | SPS | of the env's random loop "
-        "| env step | policy (dispatch) | actor round | learn | learner waits | overlap bound |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| env step | policy (dispatch) | actor round | learn | learner waits | overlap bound "
+        "| cores busy | CPU bound, of the random loop |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: |",
     ]
     for r in rows:
         ms = {k: 1e3 * statistics.median(v) for k, v in r["seconds_per_round"].items()}
-        sps, share = r["sps"], r["of_random_loop"]
-        actors = actors_words(r["actor_threads"], r["actor_processes"])
-        lines.append(
-            f"| {r['config']} | {r['envs']} x {r['rollout_len']} | {r['lag']} | "
-            f"{actors} | {statistics.median(sps):,.0f} [{min(sps):,.0f}–"
-            f"{max(sps):,.0f}] | {statistics.median(share):.2f} [{min(share):.2f}–"
-            f"{max(share):.2f}] | {ms['actor_env']:.3g} ms | {ms['actor_policy']:.3g} ms "
-            f"({ms['actor_dispatch']:.3g}) | {ms['actor_round']:.3g} ms | "
-            f"{ms['learn']:.3g} ms | {ms['learner_wait']:.3g} ms | {r['overlap_bound']:.2f}x |"
-        )
+        sps = r["sps"]
+        cells = [
+            r["config"],
+            f"{r['envs']} x {r['rollout_len']}",
+            str(r["lag"]),
+            actors_words(r["actor_threads"], r["actor_processes"]),
+            f"{statistics.median(sps):,.0f} [{min(sps):,.0f}–{max(sps):,.0f}]",
+            _spread(r["of_random_loop"]),
+            f"{ms['actor_env']:.3g} ms",
+            f"{ms['actor_policy']:.3g} ms ({ms['actor_dispatch']:.3g})",
+            f"{ms['actor_round']:.3g} ms",
+            f"{ms['learn']:.3g} ms",
+            f"{ms['learner_wait']:.3g} ms",
+            f"{r['overlap_bound']:.2f}x",
+            f"{statistics.median(r['cores_busy']):.2f} of {r['cores']}",
+            _spread(r["cpu_bound_of_random_loop"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _spread(values: list[float]) -> str:
+    """median [min–max] of shares."""
+    return f"{statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]"

@@ -50,7 +50,7 @@ from jaxrl_async.host.obs_norm import from_saved, initial_stats
 from jaxrl_async.host.placement import host_devices
 from jaxrl_async.host.processes import processes
 from jaxrl_async.host.replay_learner import ReplayCarry, ReplayLearner
-from jaxrl_async.host.round_times import ACTOR_TIMES
+from jaxrl_async.host.round_times import ACTOR_TIMES, CPU_FIGURES
 from jaxrl_async.host.saved import saved_state
 from jaxrl_async.host.seeds import batched, fold, run_key, run_seeds
 from jaxrl_async.pipeline.footprint import check_fits
@@ -195,7 +195,7 @@ class HostEngine:
 
     def summary_fields(self, state: Progress) -> dict:
         stats = {} if self.executor is None else self.executor.stats()
-        keys = ("learner_wait_seconds", "learn_seconds", *ACTOR_TIMES)
+        keys = ("learner_wait_seconds", "learn_seconds", *ACTOR_TIMES, *CPU_FIGURES)
         return {
             "updates": state.updates,
             "actor_threads": len(self.envs),

@@ -92,6 +92,12 @@ class RunSummary:
     actor_dispatch_seconds: float | None = field(default=None, metadata=HOST_ONLY)
     # the actor's rounds in all: env, policy and its own work (the overlap bound's actor)
     actor_round_seconds: float | None = field(default=None, metadata=HOST_ONLY)
+    # The CPU seconds of the run's processes (its actor processes too) per second of the
+    # timed rounds, the cores it may use, and the SPS at which its CPU per step would fill
+    # them (`host/round_times.py`): cores_busy near cores means the run is CPU-bound.
+    cores_busy: float | None = field(default=None, metadata=HOST_ONLY)
+    cores: int | None = field(default=None, metadata=HOST_ONLY)
+    cpu_bound_sps: float | None = field(default=None, metadata=HOST_ONLY)
 
     def to_dict(self) -> dict[str, Any]:
         """summary.json's object (and `TrainResult.summary`): the common fields and this

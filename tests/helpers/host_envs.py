@@ -7,6 +7,7 @@ Importing this module registers them with Gymnasium:
 - `HostSpaces-v0`: `SpacesEnv`, whose spaces are its kwargs (the refusal tests);
 - `HostFaulty-v0`: `Faulty`, a corridor that raises or goes non-finite (the executor);
 - `HostStalling-v0`: `Stalling`, a corridor whose step stops returning (the stall watch);
+- `HostBusy-v0`: `Busy`, a corridor whose step spends a set CPU time (the CPU figures);
 - `HostMisshapen-v0`, `HostMisshapenVector-v0`: a corridor, and a vector env of them,
   whose outputs break their declared spaces mid-run.
 """
@@ -14,6 +15,7 @@ Importing this module registers them with Gymnasium:
 from __future__ import annotations
 
 import threading
+import time
 
 import gymnasium
 import numpy as np
@@ -121,6 +123,26 @@ class Faulty(Corridor):
 
 if "HostFaulty-v0" not in gymnasium.registry:
     gymnasium.register(id="HostFaulty-v0", entry_point=Faulty, max_episode_steps=LIMIT)
+
+
+class Busy(Corridor):
+    """`Corridor` whose every step keeps the CPU busy for `cpu_seconds` of its thread's
+    CPU time (not wall time: a step on a loaded machine still spends at least that much):
+    a simulator of known cost, for the CPU a run reports."""
+
+    def __init__(self, cpu_seconds: float = 0.001):
+        super().__init__()
+        self.cpu_seconds = cpu_seconds
+
+    def step(self, action):
+        until = time.thread_time() + self.cpu_seconds
+        while time.thread_time() < until:
+            pass
+        return super().step(action)
+
+
+if "HostBusy-v0" not in gymnasium.registry:
+    gymnasium.register(id="HostBusy-v0", entry_point=Busy, max_episode_steps=LIMIT)
 
 
 # Set to end every Stalling env's hang in this process (a test's teardown); a process of
