@@ -313,3 +313,20 @@ def test_split_placement_acts_and_learns_on_two_devices_with_the_same_arithmetic
     assert len(out["fused"]["devices"]) == 1 and len(out["split"]["devices"]) == 2
     for a, b in zip(out["fused"]["params"], out["split"]["params"], strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+
+
+def test_timed_rounds_end_with_the_last_not_with_closing_the_envs():
+    """SPS, cores busy and the CPU bound time the rounds from the first's end to the
+    last's: envs that take a second each to close (after the last round, with the actor
+    threads) lengthen the run's train_seconds, not its timed rounds."""
+    slow = "gymnasium:tests.helpers.host_envs:HostSlowClose-v0"
+    config = corridor_config(f"env.name={slow}", "env.kwargs={close_seconds: 1.0}")
+    result = train_host(config)
+    timed = (result["env_steps"] - config.batch_size) / result["sps"]
+    # each actor thread closes its 2 envs, one after the other, after its last round
+    assert result["compile_seconds"] + timed <= result["train_seconds"] - 1.5, result
+    busy_cpu = result["cores_busy"] * timed  # CPU seconds over the same window
+    assert busy_cpu * 0.999 <= timed * result["cores"]
+    assert result["cpu_bound_sps"] == pytest.approx(
+        result["sps"] * result["cores"] / result["cores_busy"], rel=1e-6
+    )

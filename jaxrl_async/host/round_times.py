@@ -43,7 +43,8 @@ class RoundTimes:
 
     def __init__(self) -> None:
         self.started = self.first_done = time.perf_counter()
-        self.first_cpu = time.process_time()
+        self.first_cpu = self.last_cpu = time.process_time()
+        self.last_done = self.started
         self.wait = self.learn = 0.0
         # the slowest actor's ACTOR_TIMES, summed over rounds
         self.actor = dict.fromkeys(ACTOR_TIMES, 0.0)
@@ -52,6 +53,7 @@ class RoundTimes:
     def first_round_done(self) -> None:
         """Mark the end of the first round: what follows is timed."""
         self.first_done, self.first_cpu = time.perf_counter(), time.process_time()
+        self.last_done, self.last_cpu = self.first_done, self.first_cpu
 
     def add(self, wait: float, learn: float, record: dict, actor_process_cpu: float) -> None:
         """A timed round: the learner's wait and learning, the round's record (its
@@ -60,6 +62,8 @@ class RoundTimes:
         for key in ACTOR_TIMES:
             self.actor[key] += record[key]
         self.actor_process_cpu += actor_process_cpu
+        # the timed figures end with the last round (not with closing the actors after it)
+        self.last_done, self.last_cpu = time.perf_counter(), time.process_time()
 
     def stats(self, rounds: int, batch: int, local_batch: int | None = None) -> dict:
         """The figures of `rounds` rounds of `batch` env steps (the run's, all processes');
@@ -67,12 +71,13 @@ class RoundTimes:
         (a run of several processes: its share; None: all of `batch`)."""
         ended = time.perf_counter()
         local = batch if local_batch is None else local_batch
-        timed = ended - self.first_done
-        cpu = time.process_time() - self.first_cpu + self.actor_process_cpu
+        timed = self.last_done - self.first_done
+        cpu = self.last_cpu - self.first_cpu + self.actor_process_cpu
         cores = available_cores()
         return {
-            # env steps per second after the first round (whose compiles it leaves out)
-            "sps": (rounds - 1) * batch / (ended - self.first_done) if rounds > 1 else math.nan,
+            # env steps per second from the first round's end (its compiles left out) to
+            # the last's (not the actors' shutdown after it)
+            "sps": (rounds - 1) * batch / timed if rounds > 1 else math.nan,
             "train_seconds": ended - self.started,
             # the first round: the policy's and the learner's compiles, and its steps
             "compile_seconds": self.first_done - self.started,

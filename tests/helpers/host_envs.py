@@ -8,6 +8,7 @@ Importing this module registers them with Gymnasium:
 - `HostFaulty-v0`: `Faulty`, a corridor that raises or goes non-finite (the executor);
 - `HostStalling-v0`: `Stalling`, a corridor whose step stops returning (the stall watch);
 - `HostBusy-v0`: `Busy`, a corridor whose step spends a set CPU time (the CPU figures);
+- `HostSlowClose-v0`: `SlowClose`, a corridor whose close takes a set time (the timings);
 - `HostMisshapen-v0`, `HostMisshapenVector-v0`: a corridor, and a vector env of them,
   whose outputs break their declared spaces mid-run.
 """
@@ -143,6 +144,23 @@ class Busy(Corridor):
 
 if "HostBusy-v0" not in gymnasium.registry:
     gymnasium.register(id="HostBusy-v0", entry_point=Busy, max_episode_steps=LIMIT)
+
+
+class SlowClose(Corridor):
+    """`Corridor` whose `close` takes `close_seconds`: a simulator slow to shut down,
+    which a run's timed rounds must not count."""
+
+    def __init__(self, close_seconds: float = 1.0):
+        super().__init__()
+        self.close_seconds = close_seconds
+
+    def close(self):
+        time.sleep(self.close_seconds)
+        super().close()
+
+
+if "HostSlowClose-v0" not in gymnasium.registry:
+    gymnasium.register(id="HostSlowClose-v0", entry_point=SlowClose, max_episode_steps=LIMIT)
 
 
 # Set to end every Stalling env's hang in this process (a test's teardown); a process of
