@@ -128,7 +128,9 @@ def test_plan_of_a_host_env_run_says_what_it_counts():
     assert plan["bytes_per_device"]["parameters"] > 0
     assert any("not counted" in line for line in plan["not_counted"])
     assert "not counted" in format_plan(plan)
-    assert ", 1 actor thread\n" in format_plan(plan)
+    assert ", 1 actor process\n" in format_plan(plan)
+    threads = jaxrl_async.load_config("ppo_gymnasium_cartpole", ["pipeline.actor_processes=false"])
+    assert ", 1 actor thread\n" in format_plan(make_plan(threads))
     cheetah = make_plan(jaxrl_async.load_config("ppo_halfcheetah"))
     assert "8 envs, trajectory [256, 8], 64 rows per gradient step, 2 actor processes" in (
         format_plan(cheetah)
