@@ -129,6 +129,7 @@ def test_plan_of_a_host_env_run_says_what_it_counts():
     assert any("not counted" in line for line in plan["not_counted"])
     assert "not counted" in format_plan(plan)
     assert ", 1 actor process\n" in format_plan(plan)
+    assert "each actor's policy on its own process's CPU" in format_plan(plan)
     threads = jaxrl_async.load_config("ppo_gymnasium_cartpole", ["pipeline.actor_processes=false"])
     assert ", 1 actor thread\n" in format_plan(make_plan(threads))
     cheetah = make_plan(jaxrl_async.load_config("ppo_halfcheetah"))

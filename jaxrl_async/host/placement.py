@@ -34,6 +34,8 @@ from jaxrl_async.pipeline.sharding import make_mesh
 from jaxrl_async.pipeline.split import split_meshes
 
 WHY = "host envs: the actors' policy on the first device, the learner on its mesh"
+# pipeline.actor_processes: each child acts on its own CPU (`actor_process.py`)
+PROCESSES_WHY = "host envs: each actor's policy on its own process's CPU, the learner on its mesh"
 
 
 def host_placement(config: Config) -> str:
@@ -65,7 +67,8 @@ def host_layout(config: Config) -> Layout:
     placement = host_placement(config)
     actor_devices = 1 if placement == "split" else 0
     devices = host_run_devices(config)
-    return Layout(devices, placement, actor_devices, jax.default_backend(), WHY, WHY)
+    why = PROCESSES_WHY if config.pipeline.actor_processes else WHY
+    return Layout(devices, placement, actor_devices, jax.default_backend(), why, why)
 
 
 def _check_machine(config: Config) -> None:
